@@ -1,0 +1,1 @@
+//! VM-agnostic profiler support (perf maps, jitdump, VMProf-style sampling).

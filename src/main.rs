@@ -1,0 +1,2 @@
+//! The `toyvm` command line.
+fn main() {}
