@@ -175,13 +175,15 @@ impl<'src> Parser<'src> {
 
     /// Consumes an identifier, or fails saying `what` was expected.
     fn expect_ident(&mut self, what: &str) -> Result<(String, Span), Diagnostic> {
-        if let TokenKind::Ident(_) = self.token.kind {
-            let token = self.advance()?;
-            if let TokenKind::Ident(name) = token.kind {
-                return Ok((name, token.span));
+        match &mut self.token.kind {
+            TokenKind::Ident(name) => {
+                // The token is consumed just below, so its name can be moved.
+                let name = std::mem::take(name);
+                let span = self.advance()?.span;
+                Ok((name, span))
             }
+            _ => Err(self.unexpected(what)),
         }
-        Err(self.unexpected(what))
     }
 
     fn enter_expr(&mut self, span: Span) -> Result<(), Diagnostic> {
