@@ -25,7 +25,7 @@
 //!   operators, array literals, index brackets, call argument lists, and
 //!   brackets of a type): "expression nested too deeply";
 //! - blocks and `else if` links nest at most [`MAX_NESTING`] levels:
-//!   "blocks nested too deeply";
+//!   "blocks nested too deeply" (or "too many 'else if' branches");
 //! - an expression tree is at most [`MAX_EXPR_DEPTH`] nodes deep. Chains of
 //!   left-associative operators (`1 + 1 + ...`) are parsed in a loop, so
 //!   such a chain of 20,000 terms is fine; a longer one ends in "expression
@@ -207,6 +207,21 @@ impl<'src> Parser<'src> {
             return Err(Diagnostic::new(
                 span,
                 format!("blocks nested too deeply (the limit is {MAX_NESTING} levels)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Like [`Parser::enter_block`] for the link of an `else if` chain,
+    /// with a message that names the likely cause.
+    fn enter_else_if(&mut self, span: Span) -> Result<(), Diagnostic> {
+        self.block_nesting += 1;
+        if self.block_nesting > MAX_NESTING {
+            return Err(Diagnostic::new(
+                span,
+                format!(
+                    "too many 'else if' branches (each one nests a level; the limit is {MAX_NESTING} levels)"
+                ),
             ));
         }
         Ok(())
@@ -394,7 +409,7 @@ impl<'src> Parser<'src> {
         let else_block = if self.eat(&TokenKind::Else)? {
             if self.at(&TokenKind::If) {
                 let if_span = self.token.span;
-                self.enter_block(if_span)?;
+                self.enter_else_if(if_span)?;
                 let nested = self.if_statement()?;
                 self.leave_block();
                 Some(Block {

@@ -130,17 +130,13 @@ struct FnChecker<'a> {
 }
 
 impl<'a> FnChecker<'a> {
+    /// Checks `decl` and fills in its locals.
     fn run(functions: &'a Functions, decl: &mut FnDecl) -> Result<(), Diagnostic> {
-        let name = std::mem::take(&mut decl.name);
-        let result = FnChecker::check_decl(functions, &name, decl);
-        decl.name = name;
-        result
-    }
-
-    fn check_decl(functions: &Functions, name: &str, decl: &mut FnDecl) -> Result<(), Diagnostic> {
+        // A copy of the name, because the body is borrowed mutably below.
+        let name = decl.name.clone();
         let mut checker = FnChecker {
             functions,
-            name,
+            name: &name,
             ret: decl.ret.clone(),
             locals: Vec::new(),
             scopes: Scopes::default(),
