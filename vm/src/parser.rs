@@ -24,8 +24,9 @@
 //! - expressions nest at most [`MAX_NESTING`] levels (parentheses, unary
 //!   operators, array literals, index brackets, call argument lists, and
 //!   brackets of a type): "expression nested too deeply";
-//! - blocks and `else if` links nest at most [`MAX_NESTING`] levels:
-//!   "blocks nested too deeply" (or "too many 'else if' branches");
+//! - blocks and `else if` links nest at most [`MAX_NESTING`] levels
+//!   together (an `else if` chain of 400 links and the blocks inside it use
+//!   about 400 levels): "blocks nested too deeply";
 //! - an expression tree is at most [`MAX_EXPR_DEPTH`] nodes deep. Chains of
 //!   left-associative operators (`1 + 1 + ...`) are parsed in a loop, so
 //!   such a chain of 20,000 terms is fine; a longer one ends in "expression
@@ -201,26 +202,14 @@ impl<'src> Parser<'src> {
         self.expr_nesting -= 1;
     }
 
+    /// Enters a block or an `else if` link: both nest the tree one level.
     fn enter_block(&mut self, span: Span) -> Result<(), Diagnostic> {
         self.block_nesting += 1;
         if self.block_nesting > MAX_NESTING {
             return Err(Diagnostic::new(
                 span,
-                format!("blocks nested too deeply (the limit is {MAX_NESTING} levels)"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Like [`Parser::enter_block`] for the link of an `else if` chain,
-    /// with a message that names the likely cause.
-    fn enter_else_if(&mut self, span: Span) -> Result<(), Diagnostic> {
-        self.block_nesting += 1;
-        if self.block_nesting > MAX_NESTING {
-            return Err(Diagnostic::new(
-                span,
                 format!(
-                    "too many 'else if' branches (each one nests a level; the limit is {MAX_NESTING} levels)"
+                    "blocks nested too deeply (the limit is {MAX_NESTING} levels; each 'else if' counts as one)"
                 ),
             ));
         }
@@ -409,7 +398,7 @@ impl<'src> Parser<'src> {
         let else_block = if self.eat(&TokenKind::Else)? {
             if self.at(&TokenKind::If) {
                 let if_span = self.token.span;
-                self.enter_else_if(if_span)?;
+                self.enter_block(if_span)?;
                 let nested = self.if_statement()?;
                 self.leave_block();
                 Some(Block {

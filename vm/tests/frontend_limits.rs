@@ -91,7 +91,7 @@ fn deep_unary_chains_and_blocks_are_clear_errors() {
     );
     assert_eq!(
         error_message(format!("{}{}", "{".repeat(100_000), "}".repeat(100_000))),
-        "blocks nested too deeply (the limit is 1000 levels)"
+        "blocks nested too deeply (the limit is 1000 levels; each 'else if' counts as one)"
     );
     assert_eq!(
         error_message(format!(
