@@ -398,13 +398,20 @@ fn random_bytes() {
         for _ in 0..CASES {
             let len = rng.below(120);
             // Mostly printable ASCII, so that some inputs get past the lexer.
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| match rng.below(10) {
-                    0 => rng.next() as u8,
-                    1 => b'\n',
-                    _ => *rng.pick(b" abcfnilt019x_.\"\\(){}[];:,+-*/%=<>!&|^"),
-                })
-                .collect();
+            let mut bytes = Vec::with_capacity(len);
+            for _ in 0..len {
+                match rng.below(12) {
+                    0 => bytes.push(rng.next() as u8),
+                    1 => bytes.push(b'\n'),
+                    // Multi-byte characters, a tab, a carriage return and a
+                    // byte order mark exercise the column counting.
+                    2 => {
+                        let text = rng.pick::<&str>(&["é", "€", "\t", "\r", "\u{feff}"]);
+                        bytes.extend_from_slice(text.as_bytes());
+                    }
+                    _ => bytes.push(*rng.pick(b" abcfnilt019x_.\"\\(){}[];:,+-*/%=<>!&|^")),
+                }
+            }
             match std::str::from_utf8(&bytes) {
                 Ok(source) => run_front_end(source),
                 Err(err) => {
