@@ -19,7 +19,9 @@ use crate::ast::Span;
 /// One compile error: where it is and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// The position of the offending token.
     pub span: Span,
+    /// What is wrong, lower case, without the `error: ` prefix.
     pub message: String,
 }
 

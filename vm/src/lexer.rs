@@ -37,7 +37,9 @@ pub const BYTE_ORDER_MARK: char = '\u{feff}';
 /// One token and where it starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Token {
+    /// What the token is, with its value for literals and identifiers.
     pub kind: TokenKind,
+    /// The position of the token's first character.
     pub span: Span,
 }
 

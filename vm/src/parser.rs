@@ -25,8 +25,9 @@
 //!   operators, array literals, index brackets, call argument lists, and
 //!   brackets of a type): "expression nested too deeply";
 //! - blocks and `else if` links nest at most [`MAX_NESTING`] levels
-//!   together (an `else if` chain of 400 links and the blocks inside it use
-//!   about 400 levels): "blocks nested too deeply";
+//!   together, because each `else if` nests the rest of its chain one level
+//!   deeper in the tree (a chain of N `else if`s uses N + 1 levels):
+//!   "blocks nested too deeply";
 //! - an expression tree is at most [`MAX_EXPR_DEPTH`] nodes deep. Chains of
 //!   left-associative operators (`1 + 1 + ...`) are parsed in a loop, so
 //!   such a chain of 20,000 terms is fine; a longer one ends in "expression
