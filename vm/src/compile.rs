@@ -39,11 +39,18 @@ type Result<T> = std::result::Result<T, Diagnostic>;
 /// Compiles a checked program. `path` is kept for tracebacks.
 pub fn compile(program: &Program, path: &str) -> Result<Module> {
     if program.functions.len() >= u16::MAX as usize {
-        return Err(Diagnostic::new(program.main.span, "too many functions (the limit is 65534)"));
+        return Err(Diagnostic::new(
+            program.main.span,
+            "too many functions (the limit is 65534)",
+        ));
     }
     let mut shared = Shared::default();
     let mut functions = Vec::with_capacity(program.functions.len() + 1);
-    for decl in program.functions.iter().chain(std::iter::once(&program.main)) {
+    for decl in program
+        .functions
+        .iter()
+        .chain(std::iter::once(&program.main))
+    {
         // Pass 1 learns the number of typed registers; pass 2 emits the
         // code with the call area placed right after them.
         let first = FnCompiler::new(program, decl, &mut shared, 0).run()?;
@@ -157,7 +164,9 @@ fn assigns(block: &Block, id: LocalId) -> bool {
             else_block,
             ..
         } => assigns(then_block, id) || else_block.as_ref().is_some_and(|b| assigns(b, id)),
-        StmtKind::While { body, .. } | StmtKind::For { body, .. } | StmtKind::Block(body) => assigns(body, id),
+        StmtKind::While { body, .. } | StmtKind::For { body, .. } | StmtKind::Block(body) => {
+            assigns(body, id)
+        }
         _ => false,
     })
 }
@@ -178,7 +187,12 @@ fn elem_type(ty: &Type) -> Type {
 }
 
 impl<'a> FnCompiler<'a> {
-    fn new(program: &'a Program, decl: &'a FnDecl, shared: &'a mut Shared, call_base: usize) -> Self {
+    fn new(
+        program: &'a Program,
+        decl: &'a FnDecl,
+        shared: &'a mut Shared,
+        call_base: usize,
+    ) -> Self {
         FnCompiler {
             program,
             decl,
@@ -211,7 +225,10 @@ impl<'a> FnCompiler<'a> {
         if frame_size > MAX_REGS {
             return Err(Diagnostic::new(
                 decl.span,
-                format!("function `{}` needs too many registers (the limit is {MAX_REGS})", decl.name),
+                format!(
+                    "function `{}` needs too many registers (the limit is {MAX_REGS})",
+                    decl.name
+                ),
             ));
         }
         let ref_regs = (0..self.reg_types.len())
@@ -220,7 +237,11 @@ impl<'a> FnCompiler<'a> {
             .collect();
         Ok(Function {
             name: decl.name.clone(),
-            params: decl.params.iter().map(|p| (p.name.clone(), p.ty.clone())).collect(),
+            params: decl
+                .params
+                .iter()
+                .map(|p| (p.name.clone(), p.ty.clone()))
+                .collect(),
             ret: decl.ret.clone(),
             span: decl.span,
             reg_types: self.reg_types,
@@ -247,7 +268,8 @@ impl<'a> FnCompiler<'a> {
 
     /// A free register of type `ty` (reused if one exists).
     fn alloc(&mut self, ty: &Type, owner: Owner, span: Span) -> Result<Reg> {
-        let found = (0..self.reg_types.len()).find(|&r| self.owners[r] == Owner::Free && self.reg_types[r] == *ty);
+        let found = (0..self.reg_types.len())
+            .find(|&r| self.owners[r] == Owner::Free && self.reg_types[r] == *ty);
         let r = match found {
             Some(r) => r,
             None => {
@@ -481,7 +503,12 @@ impl<'a> FnCompiler<'a> {
             }
             StmtKind::Continue => match self.loops.last().and_then(|c| c.continue_to) {
                 Some(target) => {
-                    self.emit(Op::Jmp { target: target as u32 }, span);
+                    self.emit(
+                        Op::Jmp {
+                            target: target as u32,
+                        },
+                        span,
+                    );
                 }
                 None => {
                     let j = self.emit(Op::Jmp { target: 0 }, span);
@@ -510,7 +537,15 @@ impl<'a> FnCompiler<'a> {
         Ok(())
     }
 
-    fn for_loop(&mut self, start: &Expr, end: &Expr, body: &Block, local: LocalId, var_span: Span, span: Span) -> Result<()> {
+    fn for_loop(
+        &mut self,
+        start: &Expr,
+        end: &Expr,
+        body: &Block,
+        local: LocalId,
+        var_span: Span,
+        span: Span,
+    ) -> Result<()> {
         // The loop variable lives in the scope of the loop only.
         self.scopes.push(Vec::new());
         let var = self.declare(local, var_span)?;
@@ -533,7 +568,13 @@ impl<'a> FnCompiler<'a> {
         );
         let body_start = self.here();
         if counter != var {
-            self.emit(Op::Move { dst: var, src: counter }, var_span);
+            self.emit(
+                Op::Move {
+                    dst: var,
+                    src: counter,
+                },
+                var_span,
+            );
         }
         self.loops.push(LoopCtx::default());
         self.block(body)?;
@@ -590,7 +631,12 @@ impl<'a> FnCompiler<'a> {
                 self.release(idx);
                 self.release(arr);
             }
-            _ => return Err(Diagnostic::new(target.span, "internal error: invalid assignment target")),
+            _ => {
+                return Err(Diagnostic::new(
+                    target.span,
+                    "internal error: invalid assignment target",
+                ));
+            }
         }
         Ok(())
     }
@@ -613,7 +659,10 @@ impl<'a> FnCompiler<'a> {
                 }
                 return Ok(());
             }
-            ExprKind::Unary { op: UnOp::Not, operand } => return self.cond_jump(operand, !when, jumps),
+            ExprKind::Unary {
+                op: UnOp::Not,
+                operand,
+            } => return self.cond_jump(operand, !when, jumps),
             ExprKind::Logic { op, lhs, rhs } => {
                 // `a && b` is false if either is; `a || b` true if either is.
                 let short_circuits_to_target = (*op == LogicOp::And) != when;
@@ -647,8 +696,16 @@ impl<'a> FnCompiler<'a> {
                     let op = match op {
                         BinOp::Lt => Op::JmpIfNotLtF { a, b, target: 0 },
                         BinOp::Le => Op::JmpIfNotLeF { a, b, target: 0 },
-                        BinOp::Gt => Op::JmpIfNotLtF { a: b, b: a, target: 0 },
-                        _ => Op::JmpIfNotLeF { a: b, b: a, target: 0 },
+                        BinOp::Gt => Op::JmpIfNotLtF {
+                            a: b,
+                            b: a,
+                            target: 0,
+                        },
+                        _ => Op::JmpIfNotLeF {
+                            a: b,
+                            b: a,
+                            target: 0,
+                        },
                     };
                     jumps.push(self.emit(op, span));
                     return Ok(());
@@ -669,7 +726,14 @@ impl<'a> FnCompiler<'a> {
 
     /// A fused int (or bool) compare-and-branch taken when `lhs op rhs ==
     /// when`; `None` if `op` is not a comparison.
-    fn int_branch(&mut self, op: BinOp, lhs: &Expr, rhs: &Expr, when: bool, span: Span) -> Result<Option<usize>> {
+    fn int_branch(
+        &mut self,
+        op: BinOp,
+        lhs: &Expr,
+        rhs: &Expr,
+        when: bool,
+        span: Span,
+    ) -> Result<Option<usize>> {
         use BinOp::*;
         if !matches!(op, Eq | Ne | Lt | Le | Gt | Ge) {
             return Ok(None);
@@ -709,8 +773,16 @@ impl<'a> FnCompiler<'a> {
             Ne => Op::JmpIfNotNeI { a, b, target: 0 },
             Lt => Op::JmpIfNotLtI { a, b, target: 0 },
             Le => Op::JmpIfNotLeI { a, b, target: 0 },
-            Gt => Op::JmpIfNotLtI { a: b, b: a, target: 0 },
-            _ => Op::JmpIfNotLeI { a: b, b: a, target: 0 },
+            Gt => Op::JmpIfNotLtI {
+                a: b,
+                b: a,
+                target: 0,
+            },
+            _ => Op::JmpIfNotLeI {
+                a: b,
+                b: a,
+                target: 0,
+            },
         };
         Ok(Some(self.emit(op, span)))
     }
@@ -738,7 +810,13 @@ impl<'a> FnCompiler<'a> {
             }
             ExprKind::Bool(b) => {
                 let r = self.target(dst, &Type::Bool, span)?;
-                self.emit(Op::LoadInt { dst: r, imm: *b as i32 }, span);
+                self.emit(
+                    Op::LoadInt {
+                        dst: r,
+                        imm: *b as i32,
+                    },
+                    span,
+                );
                 Ok(r)
             }
             ExprKind::Float(x) => {
@@ -823,7 +901,8 @@ impl<'a> FnCompiler<'a> {
                 self.release(val);
                 self.release(cnt);
                 let depth = array_depth(&value.ty);
-                let depth = u8::try_from(depth).map_err(|_| Diagnostic::new(span, "array type nested too deeply"))?;
+                let depth = u8::try_from(depth)
+                    .map_err(|_| Diagnostic::new(span, "array type nested too deeply"))?;
                 let r = self.target(dst, &e.ty, span)?;
                 let op = Op::RepeatArray {
                     dst: r,
@@ -861,11 +940,20 @@ impl<'a> FnCompiler<'a> {
         Ok(())
     }
 
-    fn binary(&mut self, op: BinOp, lhs: &Expr, rhs: &Expr, ty: &Type, dst: Option<Reg>, span: Span) -> Result<Reg> {
+    fn binary(
+        &mut self,
+        op: BinOp,
+        lhs: &Expr,
+        rhs: &Expr,
+        ty: &Type,
+        dst: Option<Reg>,
+        span: Span,
+    ) -> Result<Reg> {
         // `3 * x`: a literal has no effects, so the operands may swap to
         // use the immediate form.
         let small = |e: &Expr| int_literal(e).is_some_and(|v| i32::try_from(v).is_ok());
-        if lhs.ty == Type::Int && matches!(op, BinOp::Add | BinOp::Mul) && small(lhs) && !small(rhs) {
+        if lhs.ty == Type::Int && matches!(op, BinOp::Add | BinOp::Mul) && small(lhs) && !small(rhs)
+        {
             return self.binary(op, rhs, lhs, ty, dst, span);
         }
         let a = self.expr(lhs, None)?;
@@ -917,7 +1005,15 @@ impl<'a> FnCompiler<'a> {
     }
 
     /// Emits `dst = a op b` for operands of type `operand_ty`.
-    fn binop_regs(&mut self, op: BinOp, operand_ty: &Type, dst: Reg, a: Reg, b: Reg, span: Span) -> Result<()> {
+    fn binop_regs(
+        &mut self,
+        op: BinOp,
+        operand_ty: &Type,
+        dst: Reg,
+        a: Reg,
+        b: Reg,
+        span: Span,
+    ) -> Result<()> {
         use BinOp::*;
         let inst = match (operand_ty, op) {
             (Type::Int, Add) => Op::AddI { dst, a, b },
@@ -957,7 +1053,10 @@ impl<'a> FnCompiler<'a> {
             _ => {
                 return Err(Diagnostic::new(
                     span,
-                    format!("internal error: no instruction for `{}` on {operand_ty}", op.symbol()),
+                    format!(
+                        "internal error: no instruction for `{}` on {operand_ty}",
+                        op.symbol()
+                    ),
                 ));
             }
         };
@@ -965,7 +1064,14 @@ impl<'a> FnCompiler<'a> {
         Ok(())
     }
 
-    fn call(&mut self, callee: Callee, args: &[Expr], ty: &Type, dst: Option<Reg>, span: Span) -> Result<Reg> {
+    fn call(
+        &mut self,
+        callee: Callee,
+        args: &[Expr],
+        ty: &Type,
+        dst: Option<Reg>,
+        span: Span,
+    ) -> Result<Reg> {
         match callee {
             Callee::Builtin(b) => self.builtin(b, args, ty, dst, span),
             Callee::Function(index) => {
@@ -1004,7 +1110,14 @@ impl<'a> FnCompiler<'a> {
         }
     }
 
-    fn builtin(&mut self, b: Builtin, args: &[Expr], ty: &Type, dst: Option<Reg>, span: Span) -> Result<Reg> {
+    fn builtin(
+        &mut self,
+        b: Builtin,
+        args: &[Expr],
+        ty: &Type,
+        dst: Option<Reg>,
+        span: Span,
+    ) -> Result<Reg> {
         let mut regs = Vec::with_capacity(args.len());
         for arg in args {
             regs.push(self.expr(arg, None)?);
@@ -1014,8 +1127,15 @@ impl<'a> FnCompiler<'a> {
         }
         let arg_ty = args.first().map(|a| a.ty.clone()).unwrap_or(Type::Void);
         let src = regs.first().copied().unwrap_or(0);
-        let bad = || Diagnostic::new(span, format!("internal error: bad call of builtin `{}`", b.name()));
-        if regs.len() != args.len() || (args.is_empty() && !matches!(b, Builtin::Clock | Builtin::Args)) {
+        let bad = || {
+            Diagnostic::new(
+                span,
+                format!("internal error: bad call of builtin `{}`", b.name()),
+            )
+        };
+        if regs.len() != args.len()
+            || (args.is_empty() && !matches!(b, Builtin::Clock | Builtin::Args))
+        {
             return Err(bad());
         }
         match b {

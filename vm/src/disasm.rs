@@ -34,8 +34,18 @@ pub fn disassemble(module: &Module) -> String {
 
 fn function(out: &mut String, module: &Module, f: &Function, lines: &[&str]) {
     let params: Vec<String> = f.params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
-    let ret = f.ret.as_ref().map(|t| format!(" -> {t}")).unwrap_or_default();
-    let _ = writeln!(out, "fn {}({}){ret}    [line {}]", f.name, params.join(", "), f.span.line);
+    let ret = f
+        .ret
+        .as_ref()
+        .map(|t| format!(" -> {t}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "fn {}({}){ret}    [line {}]",
+        f.name,
+        params.join(", "),
+        f.span.line
+    );
     let regs: Vec<String> = f
         .reg_types
         .iter()
@@ -45,9 +55,22 @@ fn function(out: &mut String, module: &Module, f: &Function, lines: &[&str]) {
             None => format!("r{r}: {t}"),
         })
         .collect();
-    let _ = writeln!(out, "  registers: {}", if regs.is_empty() { "none".into() } else { regs.join(", ") });
+    let _ = writeln!(
+        out,
+        "  registers: {}",
+        if regs.is_empty() {
+            "none".into()
+        } else {
+            regs.join(", ")
+        }
+    );
     if (f.frame_size as usize) > f.num_typed() {
-        let _ = writeln!(out, "  call area: r{}..r{}", f.num_typed(), f.frame_size - 1);
+        let _ = writeln!(
+            out,
+            "  call area: r{}..r{}",
+            f.num_typed(),
+            f.frame_size - 1
+        );
     }
     for (k, c) in f.consts.iter().enumerate() {
         let _ = writeln!(out, "  k{k} = {}", constant(module, c));
@@ -73,7 +96,10 @@ fn constant(module: &Module, c: &Const) -> String {
     match c {
         Const::Int(i) => i.to_string(),
         Const::Float(x) => format!("{x:?}"),
-        Const::Str(s) => format!("{:?}", module.strings.get(*s as usize).map_or("", |s| s.as_str())),
+        Const::Str(s) => format!(
+            "{:?}",
+            module.strings.get(*s as usize).map_or("", |s| s.as_str())
+        ),
     }
 }
 

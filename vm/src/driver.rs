@@ -14,7 +14,7 @@ use std::io::Write;
 
 use crate::ast::Span;
 use crate::bytecode::{self, Module};
-use crate::diag::Diagnostic;
+use crate::diag::{self, Diagnostic};
 use crate::interp::interp_entry;
 use crate::runtime::{self, STATUS_OK, Vm};
 use crate::{check, compile, parser};
@@ -53,29 +53,15 @@ impl Default for Options {
     }
 }
 
-/// Renders a compile error as `PATH:LINE:COL: error: MESSAGE` followed by
-/// the source line and a caret.
-fn render(path: &str, source: &str, d: &Diagnostic) -> String {
-    let line = source.lines().nth(d.span.line.saturating_sub(1) as usize).unwrap_or("");
-    let caret_col = line.chars().take(d.span.col.saturating_sub(1) as usize).count();
-    let pad: String = line.chars().take(caret_col).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-    format!(
-        "{path}:{}:{}: error: {}\n{line}\n{pad}^\n",
-        d.span.line, d.span.col, d.message
-    )
-}
-
 /// Parses, checks and compiles a script. `path` is used in messages and
 /// tracebacks exactly as given. The error is the rendered diagnostic.
 pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
     let source = match std::str::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => {
-            let before = &bytes[..e.valid_up_to()];
-            let line = before.iter().filter(|&&b| b == b'\n').count() as u32 + 1;
-            let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-            let col = String::from_utf8_lossy(&before[line_start..]).chars().count() as u32 + 1;
-            return Err(format!("{path}:{line}:{col}: error: the file is not valid UTF-8\n"));
+            // Show the valid prefix: the caret lands on the bad byte.
+            let prefix = String::from_utf8_lossy(&bytes[..e.valid_up_to()]);
+            return Err(diag::render(path, &prefix, &diag::utf8_error(bytes, e)));
         }
     };
     let front_end = || -> Result<Module, Diagnostic> {
@@ -83,7 +69,8 @@ pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
         check::check(&mut program)?;
         let mut module = compile::compile(&program, path)?;
         module.source = source.to_string();
-        bytecode::verify(&module).map_err(|e| Diagnostic::new(Span::new(1, 1), format!("internal error: {e}")))?;
+        bytecode::verify(&module)
+            .map_err(|e| Diagnostic::new(Span::new(1, 1), format!("internal error: {e}")))?;
         Ok(module)
     };
     let result = std::thread::scope(|s| {
@@ -95,16 +82,24 @@ pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
     });
     match result {
         Ok(Ok(Ok(module))) => Ok(module),
-        Ok(Ok(Err(d))) => Err(render(path, source, &d)),
+        Ok(Ok(Err(d))) => Err(diag::render(path, source, &d)),
         Ok(Err(_)) => Err(format!("{path}: error: internal error in the compiler\n")),
-        Err(e) => Err(format!("{path}: error: cannot start the compiler thread: {e}\n")),
+        Err(e) => Err(format!(
+            "{path}: error: cannot start the compiler thread: {e}\n"
+        )),
     }
 }
 
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
 pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {
-    run_with(module, args, options, &mut std::io::stdout(), &mut std::io::stderr())
+    run_with(
+        module,
+        args,
+        options,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
 }
 
 /// [`run`] with explicit output streams (tests capture them).
@@ -134,7 +129,10 @@ pub fn run_with(
         match spawned {
             Ok(handle) => handle.join().unwrap_or(1),
             Err(e) => {
-                eprintln!("error: --max-depth {} needs too much native stack: {e}", options.max_depth);
+                eprintln!(
+                    "error: --max-depth {} needs too much native stack: {e}",
+                    options.max_depth
+                );
                 1
             }
         }
@@ -158,7 +156,9 @@ fn main_thread_can_hold(needed: usize) -> bool {
     if limit.rlim_cur == libc::RLIM_INFINITY || limit.rlim_cur as usize >= needed {
         return true;
     }
-    if needed > MAX_MAIN_STACK || (limit.rlim_max != libc::RLIM_INFINITY && (limit.rlim_max as usize) < needed) {
+    if needed > MAX_MAIN_STACK
+        || (limit.rlim_max != libc::RLIM_INFINITY && (limit.rlim_max as usize) < needed)
+    {
         return false;
     }
     let raised = libc::rlimit {
@@ -199,7 +199,10 @@ fn execute(
         (STATUS_OK, Ok(())) => return 0,
         (STATUS_OK, Err(e)) => (e, Vec::new()),
         (_, _) => {
-            let error = vm.error.take().unwrap_or(runtime::RuntimeError::OutOfMemory);
+            let error = vm
+                .error
+                .take()
+                .unwrap_or(runtime::RuntimeError::OutOfMemory);
             (error, std::mem::take(&mut vm.trace))
         }
     };

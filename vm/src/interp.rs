@@ -114,15 +114,6 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 return fail(vm, $err, func, $pc - 1)
             };
         }
-        // Collect if the allocation just done crossed the threshold; the
-        // result is already in its register, so it is rooted.
-        macro_rules! gc_point {
-            () => {
-                if (*vm).heap.should_collect() {
-                    (*vm).collect();
-                }
-            };
-        }
 
         let mut pc: usize = 0;
         loop {
@@ -253,12 +244,20 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                         pc = target as usize;
                     }
                 }
-                Op::ForPrep { counter, end, target } => {
+                Op::ForPrep {
+                    counter,
+                    end,
+                    target,
+                } => {
                     if int!(counter) >= int!(end) {
                         pc = target as usize;
                     }
                 }
-                Op::ForLoop { counter, end, target } => {
+                Op::ForLoop {
+                    counter,
+                    end,
+                    target,
+                } => {
                     let next = int!(counter) + 1;
                     set_int!(counter, next);
                     if next < int!(end) {
@@ -282,46 +281,8 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 }
                 Op::ReturnVoid => return STATUS_OK,
 
-                Op::Concat { dst, a, b } => {
-                    let (x, y) = (str_ref(reg!(a)), str_ref(reg!(b)));
-                    let mut s = String::with_capacity(x.len() + y.len());
-                    s.push_str(x);
-                    s.push_str(y);
-                    reg!(dst) = (*vm).heap.alloc_str(s);
-                    gc_point!();
-                }
                 Op::LenS { dst, src } => set_int!(dst, str_ref(reg!(src)).len()),
 
-                Op::NewArray { dst, refs, cap } => {
-                    reg!(dst) = (*vm).heap.alloc_array(refs, Vec::with_capacity(cap as usize));
-                    gc_point!();
-                }
-                Op::RepeatArray {
-                    dst,
-                    val,
-                    count,
-                    depth,
-                    refs,
-                } => {
-                    let n = int!(count);
-                    let mut elems = match builtins::slots(n) {
-                        Ok(v) => v,
-                        Err(e) => raise!(pc, e),
-                    };
-                    let v = reg!(val);
-                    if depth == 0 {
-                        elems.resize(n as usize, v);
-                    } else {
-                        for _ in 0..n {
-                            match builtins::deep_copy(&mut (*vm).heap, v, depth as u32) {
-                                Ok(copy) => elems.push(copy),
-                                Err(e) => raise!(pc, e),
-                            }
-                        }
-                    }
-                    reg!(dst) = (*vm).heap.alloc_array(refs, elems);
-                    gc_point!();
-                }
                 Op::GetElem { dst, arr, idx } => {
                     let a = arr_mut(reg!(arr));
                     let i = int!(idx);
@@ -346,61 +307,164 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     }
                 }
                 Op::LenA { dst, src } => set_int!(dst, arr_mut(reg!(src)).elems.len()),
-                Op::Push { arr, val } => {
-                    let a = arr_mut(reg!(arr));
-                    let old_cap = a.elems.capacity();
-                    if a.elems.try_reserve(1).is_err() {
-                        raise!(pc, RuntimeError::OutOfMemory);
-                    }
-                    a.elems.push(reg!(val));
-                    let grown = a.elems.capacity() - old_cap;
-                    if grown != 0 {
-                        (*vm).heap.note_growth(grown * 8);
-                        gc_point!();
-                    }
-                }
                 Op::Pop { dst, arr } => match arr_mut(reg!(arr)).elems.pop() {
                     Some(v) => reg!(dst) = v,
                     None => raise!(pc, RuntimeError::PopEmpty),
                 },
 
-                Op::Print { src, ty } => {
-                    let vmr = &mut *vm;
-                    let ty = vmr.module.types.get_unchecked(ty as usize);
-                    vmr.scratch.clear();
-                    write_value(&mut vmr.scratch, reg!(src), ty);
-                    vmr.scratch.push('\n');
-                    if let Err(e) = vmr.out.write(vmr.scratch.as_bytes()) {
-                        raise!(pc, e);
-                    }
-                }
                 Op::IntToFloat { dst, src } => set_flt!(dst, int!(src) as f64),
                 Op::FloatToInt { dst, src } => set_int!(dst, flt!(src) as i64),
-                Op::ToStr { dst, src, ty } => {
-                    let vmr = &mut *vm;
-                    let ty = vmr.module.types.get_unchecked(ty as usize);
-                    let mut s = String::new();
-                    write_scalar(&mut s, reg!(src), ty);
-                    reg!(dst) = vmr.heap.alloc_str(s);
-                    gc_point!();
-                }
                 Op::Sqrt { dst, src } => set_flt!(dst, flt!(src).sqrt()),
-                Op::Clock { dst } => set_flt!(dst, (*vm).start.elapsed().as_secs_f64()),
-                Op::Args { dst } => {
-                    let vmr = &mut *vm;
-                    let elems = vmr.args.clone();
-                    reg!(dst) = vmr.heap.alloc_array(true, elems);
-                    gc_point!();
+                Op::Concat { .. }
+                | Op::NewArray { .. }
+                | Op::RepeatArray { .. }
+                | Op::Push { .. }
+                | Op::Print { .. }
+                | Op::ToStr { .. }
+                | Op::Clock { .. }
+                | Op::Args { .. }
+                | Op::ParseInt { .. }
+                | Op::ParseFloat { .. } => {
+                    if slow_op(vm, func, regs, op, pc) != STATUS_OK {
+                        return STATUS_ERROR;
+                    }
                 }
-                Op::ParseInt { dst, src } => match builtins::parse_int(str_ref(reg!(src))) {
-                    Ok(v) => set_int!(dst, v),
-                    Err(e) => raise!(pc, e),
-                },
-                Op::ParseFloat { dst, src } => match builtins::parse_float(str_ref(reg!(src))) {
-                    Ok(v) => set_flt!(dst, v),
-                    Err(e) => raise!(pc, e),
-                },
             }
         }
+    }
+}
+
+/// The instructions that allocate, print or parse, kept out of the main
+/// loop so that its hot state stays in machine registers. Runs `op` (the
+/// instruction before `pc`) in the frame at `regs`.
+///
+/// # Safety
+/// As for [`run`]: `op` comes from verified code of `func`.
+#[inline(never)]
+unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
+    // SAFETY: as in `run` (same invariants, same frame).
+    unsafe {
+        macro_rules! reg {
+            ($r:expr) => {
+                *regs.add($r as usize)
+            };
+        }
+        macro_rules! int {
+            ($r:expr) => {
+                (*regs.add($r as usize) as i64)
+            };
+        }
+        macro_rules! set_int {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = ($v) as u64
+            };
+        }
+        macro_rules! set_flt {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = f64::to_bits($v)
+            };
+        }
+        macro_rules! raise {
+            ($pc:expr, $err:expr) => {
+                return fail(vm, $err, func, $pc - 1)
+            };
+        }
+        macro_rules! gc_point {
+            () => {
+                if (*vm).heap.should_collect() {
+                    (*vm).collect();
+                }
+            };
+        }
+        match op {
+            Op::Concat { dst, a, b } => {
+                let (x, y) = (str_ref(reg!(a)), str_ref(reg!(b)));
+                let mut s = String::with_capacity(x.len() + y.len());
+                s.push_str(x);
+                s.push_str(y);
+                reg!(dst) = (*vm).heap.alloc_str(s);
+                gc_point!();
+            }
+            Op::NewArray { dst, refs, cap } => {
+                reg!(dst) = (*vm)
+                    .heap
+                    .alloc_array(refs, Vec::with_capacity(cap as usize));
+                gc_point!();
+            }
+            Op::RepeatArray {
+                dst,
+                val,
+                count,
+                depth,
+                refs,
+            } => {
+                let n = int!(count);
+                let mut elems = match builtins::slots(n) {
+                    Ok(v) => v,
+                    Err(e) => raise!(pc, e),
+                };
+                let v = reg!(val);
+                if depth == 0 {
+                    elems.resize(n as usize, v);
+                } else {
+                    for _ in 0..n {
+                        match builtins::deep_copy(&mut (*vm).heap, v, depth as u32) {
+                            Ok(copy) => elems.push(copy),
+                            Err(e) => raise!(pc, e),
+                        }
+                    }
+                }
+                reg!(dst) = (*vm).heap.alloc_array(refs, elems);
+                gc_point!();
+            }
+            Op::Push { arr, val } => {
+                let a = arr_mut(reg!(arr));
+                let old_cap = a.elems.capacity();
+                if a.elems.try_reserve(1).is_err() {
+                    raise!(pc, RuntimeError::OutOfMemory);
+                }
+                a.elems.push(reg!(val));
+                let grown = a.elems.capacity() - old_cap;
+                if grown != 0 {
+                    (*vm).heap.note_growth(grown * 8);
+                    gc_point!();
+                }
+            }
+            Op::Print { src, ty } => {
+                let vmr = &mut *vm;
+                let ty = vmr.module.types.get_unchecked(ty as usize);
+                vmr.scratch.clear();
+                write_value(&mut vmr.scratch, reg!(src), ty);
+                vmr.scratch.push('\n');
+                if let Err(e) = vmr.out.write(vmr.scratch.as_bytes()) {
+                    raise!(pc, e);
+                }
+            }
+            Op::ToStr { dst, src, ty } => {
+                let vmr = &mut *vm;
+                let ty = vmr.module.types.get_unchecked(ty as usize);
+                let mut s = String::new();
+                write_scalar(&mut s, reg!(src), ty);
+                reg!(dst) = vmr.heap.alloc_str(s);
+                gc_point!();
+            }
+            Op::Clock { dst } => set_flt!(dst, (*vm).start.elapsed().as_secs_f64()),
+            Op::Args { dst } => {
+                let vmr = &mut *vm;
+                let elems = vmr.args.clone();
+                reg!(dst) = vmr.heap.alloc_array(true, elems);
+                gc_point!();
+            }
+            Op::ParseInt { dst, src } => match builtins::parse_int(str_ref(reg!(src))) {
+                Ok(v) => set_int!(dst, v),
+                Err(e) => raise!(pc, e),
+            },
+            Op::ParseFloat { dst, src } => match builtins::parse_float(str_ref(reg!(src))) {
+                Ok(v) => set_flt!(dst, v),
+                Err(e) => raise!(pc, e),
+            },
+            _ => {}
+        }
+        STATUS_OK
     }
 }

@@ -7,13 +7,15 @@ use crate::runtime::heap::{Heap, arr_mut};
 /// `parse_int(s)`: Rust's `str::parse::<i64>`: an optional `+`/`-` and
 /// decimal digits, nothing else (no surrounding whitespace, no `_`).
 pub fn parse_int(s: &str) -> Result<i64, RuntimeError> {
-    s.parse::<i64>().map_err(|_| RuntimeError::ParseInt(s.to_string()))
+    s.parse::<i64>()
+        .map_err(|_| RuntimeError::ParseInt(s.to_string()))
 }
 
 /// `parse_float(s)`: Rust's `str::parse::<f64>` (accepts `1`, `-2.5`,
 /// `1e9`, `inf`, `NaN`; no surrounding whitespace).
 pub fn parse_float(s: &str) -> Result<f64, RuntimeError> {
-    s.parse::<f64>().map_err(|_| RuntimeError::ParseFloat(s.to_string()))
+    s.parse::<f64>()
+        .map_err(|_| RuntimeError::ParseFloat(s.to_string()))
 }
 
 /// A new `Vec` of `n` slots, or an error if `n` is negative or too big.
@@ -22,7 +24,8 @@ pub fn slots(n: i64) -> Result<Vec<u64>, RuntimeError> {
         return Err(RuntimeError::NegativeLength(n));
     }
     let mut v = Vec::new();
-    v.try_reserve_exact(n as usize).map_err(|_| RuntimeError::OutOfMemory)?;
+    v.try_reserve_exact(n as usize)
+        .map_err(|_| RuntimeError::OutOfMemory)?;
     Ok(v)
 }
 

@@ -10,7 +10,10 @@ use crate::bytecode::Module;
 pub enum RuntimeError {
     DivisionByZero,
     ModuloByZero,
-    IndexOutOfRange { index: i64, len: usize },
+    IndexOutOfRange {
+        index: i64,
+        len: usize,
+    },
     PopEmpty,
     NegativeLength(i64),
     ParseInt(String),
@@ -65,13 +68,18 @@ pub fn render(module: &Module, error: &RuntimeError, trace: &[TraceEntry]) -> St
     let line = |e: &TraceEntry| {
         let func = &module.functions[e.func as usize];
         let span = func.spans.get(e.pc as usize).copied().unwrap_or(func.span);
-        format!("  at {} ({}:{}:{})\n", func.name, module.path, span.line, span.col)
+        format!(
+            "  at {} ({}:{}:{})\n",
+            func.name, module.path, span.line, span.col
+        )
     };
     if trace.len() > FOLD_ABOVE {
         trace[..FOLD_KEEP].iter().for_each(|e| out += &line(e));
         let omitted = trace.len() - 2 * FOLD_KEEP;
         out += &format!("  ... {omitted} frames omitted ...\n");
-        trace[trace.len() - FOLD_KEEP..].iter().for_each(|e| out += &line(e));
+        trace[trace.len() - FOLD_KEEP..]
+            .iter()
+            .for_each(|e| out += &line(e));
     } else {
         trace.iter().for_each(|e| out += &line(e));
     }
@@ -112,9 +120,18 @@ mod tests {
             RuntimeError::IndexOutOfRange { index: 5, len: 3 }.to_string(),
             "index 5 out of range for array of length 3"
         );
-        assert_eq!(RuntimeError::NegativeLength(-3).to_string(), "negative array length: -3");
-        assert_eq!(RuntimeError::ParseInt("abc".into()).to_string(), "parse_int: invalid integer \"abc\"");
-        assert_eq!(RuntimeError::ParseFloat("abc".into()).to_string(), "parse_float: invalid float \"abc\"");
+        assert_eq!(
+            RuntimeError::NegativeLength(-3).to_string(),
+            "negative array length: -3"
+        );
+        assert_eq!(
+            RuntimeError::ParseInt("abc".into()).to_string(),
+            "parse_int: invalid integer \"abc\""
+        );
+        assert_eq!(
+            RuntimeError::ParseFloat("abc".into()).to_string(),
+            "parse_float: invalid float \"abc\""
+        );
         assert_eq!(
             RuntimeError::DepthExceeded(10000).to_string(),
             "call depth exceeded the limit of 10000 frames"
@@ -124,8 +141,15 @@ mod tests {
     #[test]
     fn short_traces_are_printed_whole() {
         let m = module();
-        let text = render(&m, &RuntimeError::PopEmpty, &[TraceEntry { func: 0, pc: 0 }, TraceEntry { func: 1, pc: 0 }]);
-        assert_eq!(text, "error: pop from an empty array\n  at fib (x.toy:3:16)\n  at <main> (x.toy:3:16)\n");
+        let text = render(
+            &m,
+            &RuntimeError::PopEmpty,
+            &[TraceEntry { func: 0, pc: 0 }, TraceEntry { func: 1, pc: 0 }],
+        );
+        assert_eq!(
+            text,
+            "error: pop from an empty array\n  at fib (x.toy:3:16)\n  at <main> (x.toy:3:16)\n"
+        );
     }
 
     #[test]

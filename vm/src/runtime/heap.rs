@@ -154,7 +154,9 @@ impl Heap {
     /// Every non-null root must be a reference returned by this heap that
     /// has not been freed (the VM's root invariant).
     pub unsafe fn collect(&mut self, roots: impl Iterator<Item = u64>) {
-        let mut work: Vec<NonNull<Header>> = roots.filter_map(|r| NonNull::new(r as *mut Header)).collect();
+        let mut work: Vec<NonNull<Header>> = roots
+            .filter_map(|r| NonNull::new(r as *mut Header))
+            .collect();
         while let Some(obj) = work.pop() {
             // SAFETY: `obj` is a live object of this heap: a root (caller's
             // contract) or an element of a live array with `elem_refs`,
@@ -168,7 +170,11 @@ impl Heap {
                 header.marked = true;
                 if header.kind == ObjKind::Array && header.elem_refs {
                     let arr = &*obj.as_ptr().cast::<ArrObj>();
-                    work.extend(arr.elems.iter().filter_map(|&e| NonNull::new(e as *mut Header)));
+                    work.extend(
+                        arr.elems
+                            .iter()
+                            .filter_map(|&e| NonNull::new(e as *mut Header)),
+                    );
                 }
             }
         }

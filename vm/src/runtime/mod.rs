@@ -103,7 +103,10 @@ impl Output<'_> {
 
     /// Writes everything buffered to the sink.
     pub fn flush(&mut self) -> Result<(), RuntimeError> {
-        let result = self.sink.write_all(&self.buf).and_then(|_| self.sink.flush());
+        let result = self
+            .sink
+            .write_all(&self.buf)
+            .and_then(|_| self.sink.flush());
         self.buf.clear();
         result.map_err(|e| RuntimeError::Output(e.to_string()))
     }
@@ -161,7 +164,11 @@ impl<'m> Vm<'m> {
         let stack = Region::<u64>::zeroed(slots).ok_or_else(too_big)?;
         let frame_records = Region::<FrameRecord>::zeroed(max_depth + 1).ok_or_else(too_big)?;
         let mut heap = Heap::default();
-        let strings: Vec<u64> = module.strings.iter().map(|s| heap.alloc_str(s.as_str())).collect();
+        let strings: Vec<u64> = module
+            .strings
+            .iter()
+            .map(|s| heap.alloc_str(s.as_str()))
+            .collect();
         let funcs = module
             .functions
             .iter()
@@ -176,7 +183,12 @@ impl<'m> Vm<'m> {
                         Const::Str(s) => strings[s as usize],
                     })
                     .collect(),
-                zero_regs: f.ref_regs.iter().copied().filter(|&r| (r as usize) >= f.params.len()).collect(),
+                zero_regs: f
+                    .ref_regs
+                    .iter()
+                    .copied()
+                    .filter(|&r| (r as usize) >= f.params.len())
+                    .collect(),
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
@@ -208,7 +220,10 @@ impl<'m> Vm<'m> {
     #[cold]
     pub fn fail(&mut self, error: RuntimeError, func: u32, pc: usize) -> u32 {
         self.error = Some(error);
-        self.trace.push(TraceEntry { func, pc: pc as u32 });
+        self.trace.push(TraceEntry {
+            func,
+            pc: pc as u32,
+        });
         STATUS_ERROR
     }
 
@@ -223,22 +238,32 @@ impl<'m> Vm<'m> {
             // SAFETY: `frames[1..=depth]` were written by the entries of the
             // active frames (see the entry ABI), inside the frame region.
             let rec = unsafe { *frames.add(d) };
-            module.functions[rec.func as usize].ref_regs.iter().map(move |&r| {
-                // SAFETY: `r` < frame_size and the frame's window lies in
-                // the value stack (stack sizing in `new`).
-                unsafe { *rec.base.add(r as usize) }
-            })
+            module.functions[rec.func as usize]
+                .ref_regs
+                .iter()
+                .map(move |&r| {
+                    // SAFETY: `r` < frame_size and the frame's window lies in
+                    // the value stack (stack sizing in `new`).
+                    unsafe { *rec.base.add(r as usize) }
+                })
         });
         // Constant pools mix ints, floats and strings, so only the entries
         // that are strings are roots.
-        let pools = module.functions.iter().zip(&self.funcs).flat_map(|(f, rt)| {
-            f.consts
-                .iter()
-                .zip(rt.consts.iter())
-                .filter(|(c, _)| matches!(c, Const::Str(_)))
-                .map(|(_, &bits)| bits)
-        });
-        let roots: Vec<u64> = frame_roots.chain(pools).chain(self.args.iter().copied()).collect();
+        let pools = module
+            .functions
+            .iter()
+            .zip(&self.funcs)
+            .flat_map(|(f, rt)| {
+                f.consts
+                    .iter()
+                    .zip(rt.consts.iter())
+                    .filter(|(c, _)| matches!(c, Const::Str(_)))
+                    .map(|(_, &bits)| bits)
+            });
+        let roots: Vec<u64> = frame_roots
+            .chain(pools)
+            .chain(self.args.iter().copied())
+            .collect();
         // SAFETY: the root invariant above: ref registers of active frames
         // hold null or live objects (zeroed on entry, written only with
         // references); constants and args are never freed while rooted.

@@ -62,7 +62,10 @@ impl<T> Drop for Region<T> {
         // unmapped once here; nothing points into it after its owner (the
         // VM) is dropped.
         unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len * std::mem::size_of::<T>());
+            libc::munmap(
+                self.ptr.as_ptr().cast(),
+                self.len * std::mem::size_of::<T>(),
+            );
         }
     }
 }
