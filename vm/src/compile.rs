@@ -684,10 +684,7 @@ impl<'a> FnCompiler<'a> {
                 }
             }
             ExprKind::Binary { op, lhs, rhs } if lhs.ty == Type::Float && !when => {
-                let fused = match op {
-                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => true,
-                    _ => false,
-                };
+                let fused = matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge);
                 if fused {
                     let a = self.expr(lhs, None)?;
                     let b = self.expr(rhs, None)?;
@@ -871,7 +868,7 @@ impl<'a> FnCompiler<'a> {
                 self.patch_here(&when_false);
                 self.emit(Op::LoadInt { dst: t, imm: 0 }, span);
                 self.patch_here(&[to_end]);
-                self.into_dst(t, dst, span)
+                self.move_to_dst(t, dst, span)
             }
             ExprKind::Call { args, callee, .. } => self.call(*callee, args, &e.ty, dst, span),
             ExprKind::Index { array, index } => {
@@ -893,7 +890,7 @@ impl<'a> FnCompiler<'a> {
                     self.emit(Op::Push { arr: t, val: v }, el.span);
                     self.release(v);
                 }
-                self.into_dst(t, dst, span)
+                self.move_to_dst(t, dst, span)
             }
             ExprKind::ArrayRepeat { value, count } => {
                 let val = self.expr(value, None)?;
@@ -918,7 +915,7 @@ impl<'a> FnCompiler<'a> {
     }
 
     /// Moves temporary `t` into `dst` (if given) and frees it.
-    fn into_dst(&mut self, t: Reg, dst: Option<Reg>, span: Span) -> Result<Reg> {
+    fn move_to_dst(&mut self, t: Reg, dst: Option<Reg>, span: Span) -> Result<Reg> {
         match dst {
             Some(d) => {
                 self.emit(Op::Move { dst: d, src: t }, span);

@@ -59,6 +59,8 @@ unsafe fn fail(vm: *mut Vm<'_>, err: RuntimeError, func: u32, pc: usize) -> u32 
 ///
 /// # Safety
 /// As for [`interp_entry`].
+// `!(a < b)` is deliberate: NaN operands must take the jump.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
 #[inline(always)]
 unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
     // SAFETY (whole body): register operands are < frame_size and the
@@ -72,7 +74,8 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
     unsafe {
         // Copy out raw pointers; no borrow of the VM outlives this block.
         let (code, consts) = {
-            let rt = (&(*vm).funcs).get_unchecked(func as usize);
+            let funcs: &[_] = &(*vm).funcs;
+            let rt = funcs.get_unchecked(func as usize);
             for &r in rt.zero_regs.iter() {
                 *regs.add(r as usize) = 0;
             }
@@ -266,7 +269,8 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 }
 
                 Op::Call { func: callee, base } => {
-                    let entry = *(&(*vm).entries).get_unchecked(callee as usize);
+                    let entries: &[EntryFn] = &(*vm).entries;
+                    let entry = *entries.get_unchecked(callee as usize);
                     if entry(vm, callee as u32, regs.add(base as usize)) != STATUS_OK {
                         (*vm).trace.push(TraceEntry {
                             func,

@@ -65,6 +65,11 @@ pub struct Heap {
     /// Collect once `allocated` reaches this (about the live size after
     /// the last collection: the heap may grow to ~2x before collecting).
     threshold: usize,
+    /// Collect after every allocation (see [`Heap::set_stress`]).
+    stress: bool,
+    /// In stress mode, unreachable objects are poisoned and kept here
+    /// instead of freed, so a use after "free" reads poison, reliably.
+    graveyard: Vec<NonNull<Header>>,
     /// Number of collections so far (for tests and statistics).
     pub collections: u64,
 }
@@ -75,6 +80,8 @@ impl Default for Heap {
             objects: Vec::new(),
             allocated: 0,
             threshold: MIN_THRESHOLD,
+            stress: false,
+            graveyard: Vec::new(),
             collections: 0,
         }
     }
@@ -89,9 +96,12 @@ fn array_size(elems: &Vec<u64>) -> usize {
 }
 
 impl Heap {
-    /// Makes every allocation start a collection (tests use it to stress
-    /// the root maps).
+    /// Makes every allocation start a collection, and poisons unreachable
+    /// objects (strings become `#…#`, arrays empty) instead of freeing
+    /// them, so a missing root shows up as wrong output (tests use it to
+    /// check the root maps).
     pub fn set_stress(&mut self) {
+        self.stress = true;
         self.threshold = 0;
     }
 
@@ -179,6 +189,8 @@ impl Heap {
             }
         }
         let mut live_bytes = 0;
+        let stress = self.stress;
+        let graveyard = &mut self.graveyard;
         self.objects.retain(|&obj| {
             // SAFETY: every pointer in `objects` is a live object owned by
             // this heap; unmarked ones are unreachable, so freeing them
@@ -188,6 +200,10 @@ impl Heap {
                     (*obj.as_ptr()).marked = false;
                     live_bytes += object_size(obj);
                     true
+                } else if stress {
+                    poison(obj);
+                    graveyard.push(obj);
+                    false
                 } else {
                     free_object(obj);
                     false
@@ -195,7 +211,11 @@ impl Heap {
             }
         });
         self.allocated = 0;
-        self.threshold = live_bytes.max(MIN_THRESHOLD);
+        self.threshold = if self.stress {
+            0
+        } else {
+            live_bytes.max(MIN_THRESHOLD)
+        };
         self.collections += 1;
     }
 }
@@ -225,9 +245,26 @@ unsafe fn free_object(obj: NonNull<Header>) {
     }
 }
 
+/// Overwrites an unreachable object so that any later use is visible.
+///
+/// # Safety
+/// `obj` must be a live object of a heap.
+unsafe fn poison(obj: NonNull<Header>) {
+    // SAFETY: caller's contract; the kind says which struct it is.
+    unsafe {
+        match (*obj.as_ptr()).kind {
+            ObjKind::Str => {
+                let s = &mut *obj.as_ptr().cast::<StrObj>();
+                s.text = "#".repeat(s.text.len().max(1)).into();
+            }
+            ObjKind::Array => (*obj.as_ptr().cast::<ArrObj>()).elems = Vec::new(),
+        }
+    }
+}
+
 impl Drop for Heap {
     fn drop(&mut self) {
-        for &obj in &self.objects {
+        for &obj in self.objects.iter().chain(&self.graveyard) {
             // SAFETY: the heap owns every object in its list; nothing uses
             // references after the heap (and its VM) are gone.
             unsafe { free_object(obj) };
