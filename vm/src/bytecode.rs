@@ -326,6 +326,17 @@ pub enum Op {
         b: Reg,
         target: u32,
     },
+    /// Jump when `a < b` (floats; NaN compares false: no jump).
+    JmpIfLtF {
+        a: Reg,
+        b: Reg,
+        target: u32,
+    },
+    JmpIfLeF {
+        a: Reg,
+        b: Reg,
+        target: u32,
+    },
     JmpIfNotLeF {
         a: Reg,
         b: Reg,
@@ -348,10 +359,12 @@ pub enum Op {
 
     // --- calls ---
     /// Call function `func` with its window starting at register `base`
-    /// (the arguments are already there); the result is left in `base`.
+    /// (the arguments are already there), then copy the result (left by
+    /// the callee in `base`) to `dst`; `dst == base` for void calls.
     Call {
         func: u16,
         base: Reg,
+        dst: Reg,
     },
     /// Return the value in `src`.
     Return {
@@ -856,6 +869,22 @@ impl Op {
                     Operand::Target(target),
                 ],
             ),
+            Op::JmpIfLtF { a, b, target } => (
+                "JmpIfLtF",
+                vec![
+                    Operand::Reg("a", a),
+                    Operand::Reg("b", b),
+                    Operand::Target(target),
+                ],
+            ),
+            Op::JmpIfLeF { a, b, target } => (
+                "JmpIfLeF",
+                vec![
+                    Operand::Reg("a", a),
+                    Operand::Reg("b", b),
+                    Operand::Target(target),
+                ],
+            ),
             Op::JmpIfNotLeF { a, b, target } => (
                 "JmpIfNotLeF",
                 vec![
@@ -888,9 +917,13 @@ impl Op {
                     Operand::Target(target),
                 ],
             ),
-            Op::Call { func, base } => (
+            Op::Call { func, base, dst } => (
                 "Call",
-                vec![Operand::Func(func), Operand::Reg("base", base)],
+                vec![
+                    Operand::Reg("dst", dst),
+                    Operand::Func(func),
+                    Operand::Reg("base", base),
+                ],
             ),
             Op::Return { src } => ("Return", vec![Operand::Reg("src", src)]),
             Op::ReturnVoid => ("ReturnVoid", vec![]),

@@ -51,11 +51,7 @@ pub fn compile(program: &Program, path: &str) -> Result<Module> {
         .iter()
         .chain(std::iter::once(&program.main))
     {
-        // Pass 1 learns the number of typed registers; pass 2 emits the
-        // code with the call area placed right after them.
-        let first = FnCompiler::new(program, decl, &mut shared, 0).run()?;
-        let call_base = first.reg_types.len();
-        functions.push(FnCompiler::new(program, decl, &mut shared, call_base).run()?);
+        functions.push(compile_function(program, decl, &mut shared)?);
     }
     Ok(Module {
         path: path.to_string(),
@@ -65,6 +61,31 @@ pub fn compile(program: &Program, path: &str) -> Result<Module> {
         types: shared.types,
         source: String::new(),
     })
+}
+
+/// Most float constants kept in registers for a whole call.
+const MAX_HOISTED: usize = 16;
+
+/// Compiles one function in three passes. Pass 1 finds the float constants
+/// used inside loops; pass 2, with those constants hoisted into registers,
+/// counts the typed registers; pass 3 emits the code with the call area
+/// right after them. Passes 2 and 3 allocate identically: only the
+/// call-area register numbers differ.
+fn compile_function(program: &Program, decl: &FnDecl, shared: &mut Shared) -> Result<Function> {
+    let first = FnCompiler::new(program, decl, shared, 0, Vec::new());
+    let (_, candidates) = first.run()?;
+    let hoisted: Vec<f64> = candidates.into_iter().take(MAX_HOISTED).collect();
+    let attempt = |shared: &mut Shared, hoisted: Vec<f64>| -> Result<Function> {
+        let (counted, _) = FnCompiler::new(program, decl, shared, 0, hoisted.clone()).run()?;
+        let call_base = counted.reg_types.len();
+        let (function, _) = FnCompiler::new(program, decl, shared, call_base, hoisted).run()?;
+        Ok(function)
+    };
+    match attempt(shared, hoisted) {
+        Ok(f) => Ok(f),
+        // Hoisting costs registers; a function at the limit goes without.
+        Err(_) => attempt(shared, Vec::new()),
+    }
 }
 
 /// Tables shared by all functions of a module.
@@ -112,10 +133,18 @@ struct FnCompiler<'a> {
     reg_types: Vec<Type>,
     reg_names: Vec<Option<String>>,
     owners: Vec<Owner>,
+    /// Per register: allocated for locals (true) or temporaries.
+    local_pool: Vec<bool>,
     local_regs: Vec<Option<Reg>>,
     /// Registers of the locals declared in each open block.
     scopes: Vec<Vec<Reg>>,
     loops: Vec<LoopCtx>,
+    /// Float constants to keep in registers, loaded on entry.
+    hoist: Vec<f64>,
+    /// Registers holding hoisted constants, by bit pattern.
+    hoisted_regs: HashMap<u64, Reg>,
+    /// Float constants seen inside loops (pass 1 output), in order.
+    loop_floats: Vec<f64>,
     consts: Vec<Const>,
     const_ids: HashMap<ConstKey, u16>,
     code: Vec<Op>,
@@ -192,6 +221,7 @@ impl<'a> FnCompiler<'a> {
         decl: &'a FnDecl,
         shared: &'a mut Shared,
         call_base: usize,
+        hoist: Vec<f64>,
     ) -> Self {
         FnCompiler {
             program,
@@ -202,9 +232,13 @@ impl<'a> FnCompiler<'a> {
             reg_types: Vec::new(),
             reg_names: Vec::new(),
             owners: Vec::new(),
+            local_pool: Vec::new(),
             local_regs: vec![None; decl.locals.len()],
             scopes: Vec::new(),
             loops: Vec::new(),
+            hoist,
+            hoisted_regs: HashMap::new(),
+            loop_floats: Vec::new(),
             consts: Vec::new(),
             const_ids: HashMap::new(),
             code: Vec::new(),
@@ -212,12 +246,21 @@ impl<'a> FnCompiler<'a> {
         }
     }
 
-    fn run(mut self) -> Result<Function> {
+    /// Compiles the function; also returns the float constants used in
+    /// loops (candidates for hoisting).
+    fn run(mut self) -> Result<(Function, Vec<f64>)> {
         let decl = self.decl;
         for p in &decl.params {
             let r = self.alloc(&p.ty, Owner::Local, p.span)?;
             self.name_reg(r, &p.name);
             self.bind(p.local, r, p.span)?;
+        }
+        for x in std::mem::take(&mut self.hoist) {
+            let r = self.alloc(&Type::Float, Owner::Local, decl.span)?;
+            self.name_reg(r, &format!("{x:?}"));
+            let k = self.constant(ConstKey::Float(x.to_bits()), Const::Float(x), decl.span)?;
+            self.emit(Op::LoadConst { dst: r, k }, decl.span);
+            self.hoisted_regs.insert(x.to_bits(), r);
         }
         self.block(&decl.body)?;
         self.emit(Op::ReturnVoid, decl.body.span);
@@ -235,7 +278,7 @@ impl<'a> FnCompiler<'a> {
             .filter(|&r| self.reg_types[r].is_ref())
             .map(|r| r as Reg)
             .collect();
-        Ok(Function {
+        let function = Function {
             name: decl.name.clone(),
             params: decl
                 .params
@@ -251,7 +294,8 @@ impl<'a> FnCompiler<'a> {
             consts: self.consts,
             code: self.code,
             spans: self.spans,
-        })
+        };
+        Ok((function, self.loop_floats))
     }
 
     // ----- registers, constants, emission -----
@@ -268,8 +312,14 @@ impl<'a> FnCompiler<'a> {
 
     /// A free register of type `ty` (reused if one exists).
     fn alloc(&mut self, ty: &Type, owner: Owner, span: Span) -> Result<Reg> {
-        let found = (0..self.reg_types.len())
-            .find(|&r| self.owners[r] == Owner::Free && self.reg_types[r] == *ty);
+        // Locals and temporaries use separate registers, so a register's
+        // name in the disassembly always means what it says.
+        let is_local = owner == Owner::Local;
+        let found = (0..self.reg_types.len()).find(|&r| {
+            self.owners[r] == Owner::Free
+                && self.reg_types[r] == *ty
+                && self.local_pool[r] == is_local
+        });
         let r = match found {
             Some(r) => r,
             None => {
@@ -280,6 +330,7 @@ impl<'a> FnCompiler<'a> {
                 self.reg_types.push(ty.clone());
                 self.reg_names.push(None);
                 self.owners.push(Owner::Free);
+                self.local_pool.push(is_local);
                 self.reg_types.len() - 1
             }
         };
@@ -404,6 +455,8 @@ impl<'a> FnCompiler<'a> {
             | Op::JmpIfNotNeIImm { target: t, .. }
             | Op::JmpIfNotLtF { target: t, .. }
             | Op::JmpIfNotLeF { target: t, .. }
+            | Op::JmpIfLtF { target: t, .. }
+            | Op::JmpIfLeF { target: t, .. }
             | Op::ForPrep { target: t, .. }
             | Op::ForLoop { target: t, .. } => *t = target,
             _ => {}
@@ -474,16 +527,20 @@ impl<'a> FnCompiler<'a> {
                 }
             }
             StmtKind::While { cond, body } => {
-                let start = self.here();
+                // Test at the top once, then at the bottom of each
+                // iteration: one branch per iteration instead of two.
                 let mut exits = Vec::new();
                 self.jump_if_false(cond, &mut exits)?;
-                self.loops.push(LoopCtx {
-                    continue_to: Some(start as usize),
-                    ..LoopCtx::default()
-                });
+                let body_start = self.here();
+                self.loops.push(LoopCtx::default());
                 self.block(body)?;
-                self.emit(Op::Jmp { target: start }, span);
                 let ctx = self.loops.pop().unwrap_or_default();
+                self.patch_here(&ctx.continues);
+                let mut again = Vec::new();
+                self.cond_jump(cond, true, &mut again)?;
+                for j in again {
+                    self.patch(j, body_start);
+                }
                 self.patch_here(&exits);
                 self.patch_here(&ctx.breaks);
             }
@@ -683,26 +740,25 @@ impl<'a> FnCompiler<'a> {
                     return Ok(());
                 }
             }
-            ExprKind::Binary { op, lhs, rhs } if lhs.ty == Type::Float && !when => {
-                let fused = matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge);
-                if fused {
+            ExprKind::Binary { op, lhs, rhs } if lhs.ty == Type::Float => {
+                if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) {
                     let a = self.expr(lhs, None)?;
                     let b = self.expr(rhs, None)?;
                     self.release(a);
                     self.release(b);
-                    let op = match op {
-                        BinOp::Lt => Op::JmpIfNotLtF { a, b, target: 0 },
-                        BinOp::Le => Op::JmpIfNotLeF { a, b, target: 0 },
-                        BinOp::Gt => Op::JmpIfNotLtF {
-                            a: b,
-                            b: a,
-                            target: 0,
-                        },
-                        _ => Op::JmpIfNotLeF {
-                            a: b,
-                            b: a,
-                            target: 0,
-                        },
+                    // A float comparison cannot be negated (NaN), so each
+                    // polarity has its own instruction; `>`/`>=` swap.
+                    let (a, b) = if matches!(op, BinOp::Gt | BinOp::Ge) {
+                        (b, a)
+                    } else {
+                        (a, b)
+                    };
+                    let strict = matches!(op, BinOp::Lt | BinOp::Gt);
+                    let op = match (strict, when) {
+                        (true, false) => Op::JmpIfNotLtF { a, b, target: 0 },
+                        (false, false) => Op::JmpIfNotLeF { a, b, target: 0 },
+                        (true, true) => Op::JmpIfLtF { a, b, target: 0 },
+                        (false, true) => Op::JmpIfLeF { a, b, target: 0 },
                     };
                     jumps.push(self.emit(op, span));
                     return Ok(());
@@ -817,6 +873,20 @@ impl<'a> FnCompiler<'a> {
                 Ok(r)
             }
             ExprKind::Float(x) => {
+                if let Some(&r) = self.hoisted_regs.get(&x.to_bits()) {
+                    return match dst {
+                        Some(d) => {
+                            self.emit(Op::Move { dst: d, src: r }, span);
+                            Ok(d)
+                        }
+                        None => Ok(r),
+                    };
+                }
+                if !self.loops.is_empty()
+                    && !self.loop_floats.iter().any(|y| y.to_bits() == x.to_bits())
+                {
+                    self.loop_floats.push(*x);
+                }
                 let r = self.target(dst, &Type::Float, span)?;
                 let k = self.constant(ConstKey::Float(x.to_bits()), Const::Float(*x), span)?;
                 self.emit(Op::LoadConst { dst: r, k }, span);
@@ -1095,12 +1165,19 @@ impl<'a> FnCompiler<'a> {
                     }
                 }
                 let base = self.arg_reg(0, span)?;
-                self.emit(Op::Call { func, base }, span);
                 if *ty == Type::Void {
+                    self.emit(
+                        Op::Call {
+                            func,
+                            base,
+                            dst: base,
+                        },
+                        span,
+                    );
                     return Ok(base);
                 }
                 let r = self.target(dst, ty, span)?;
-                self.emit(Op::Move { dst: r, src: base }, span);
+                self.emit(Op::Call { func, base, dst: r }, span);
                 Ok(r)
             }
             Callee::Unresolved => Err(Diagnostic::new(span, "internal error: unresolved call")),

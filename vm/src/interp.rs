@@ -247,6 +247,16 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                         pc = target as usize;
                     }
                 }
+                Op::JmpIfLtF { a, b, target } => {
+                    if flt!(a) < flt!(b) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfLeF { a, b, target } => {
+                    if flt!(a) <= flt!(b) {
+                        pc = target as usize;
+                    }
+                }
                 Op::ForPrep {
                     counter,
                     end,
@@ -268,7 +278,11 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     }
                 }
 
-                Op::Call { func: callee, base } => {
+                Op::Call {
+                    func: callee,
+                    base,
+                    dst,
+                } => {
                     let entries: &[EntryFn] = &(*vm).entries;
                     let entry = *entries.get_unchecked(callee as usize);
                     if entry(vm, callee as u32, regs.add(base as usize)) != STATUS_OK {
@@ -278,6 +292,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                         });
                         return STATUS_ERROR;
                     }
+                    reg!(dst) = reg!(base);
                 }
                 Op::Return { src } => {
                     reg!(0) = reg!(src);
