@@ -1,1 +1,3 @@
 //! VM-agnostic profiler support (perf maps, jitdump, VMProf-style sampling).
+
+pub mod safe_file;
