@@ -34,7 +34,9 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
 
 /// Mode of every file this crate creates: `rw-r--r--`.
 ///
@@ -158,6 +160,49 @@ fn refusal(path: &Path, reason: &str) -> io::Error {
         io::ErrorKind::AlreadyExists,
         format!("refusing to replace {}: {reason}", path.display()),
     )
+}
+
+/// A path this process writes, recorded so a second writer in the same
+/// process cannot mistake our live file for a stale one and delete it.
+///
+/// Released when dropped.
+#[derive(Debug)]
+pub(crate) struct PathClaim {
+    path: PathBuf,
+}
+
+static CLAIMED_PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+impl PathClaim {
+    /// Claims `path`, failing with `AlreadyExists` if this process already
+    /// writes it.
+    pub(crate) fn claim(path: &Path) -> io::Result<PathClaim> {
+        let mut claimed = CLAIMED_PATHS.lock();
+        if claimed.iter().any(|p| p == path) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} is already being written by this process",
+                    path.display()
+                ),
+            ));
+        }
+        claimed.push(path.to_path_buf());
+        Ok(PathClaim {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The claimed path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PathClaim {
+    fn drop(&mut self) {
+        CLAIMED_PATHS.lock().retain(|p| p != &self.path);
+    }
 }
 
 /// Prefixes an error with what we tried to do and the path, keeping its kind.
