@@ -204,7 +204,9 @@ impl ProfilerSink for JitDump {
             buffer,
         } = &mut *state;
         let Some(file) = file.as_mut() else {
-            return Err(io::Error::other("jitdump: already finished"));
+            return Err(io::Error::other(
+                "jitdump: no longer writing (finished, or an earlier write failed)",
+            ));
         };
         buffer.clear();
         for (region, unwind) in regions.iter().zip(&unwind) {
