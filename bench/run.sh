@@ -18,7 +18,8 @@
 #   BENCHES="fib loop calls mandelbrot spectral nbody"
 #   PEERS=../shared/bench/peers   the peer programs (c/ lua/ js/ py/), relative to the repo root
 #   RESULTS=bench/results         raw data: hyperfine JSON, outputs, versions (gitignored)
-#   SKIP_BUILD=1          use the existing target/release/toyvm
+#   SKIP_BUILD=1          use the existing binary
+#   TOYVM=path            the toyvm binary (default: target/release/toyvm, built here)
 #
 # Sizes (the peers' own defaults, and the "BIG" sizes of the peers' run.sh):
 #   default: fib 32, loop 1e7, calls 1e7, mandelbrot 400, spectral 250, nbody 1e5
@@ -88,7 +89,7 @@ if [[ ! -d $PEERS/c ]]; then
 fi
 
 mkdir -p "$RESULTS/build" "$RESULTS/out"
-TOYVM=$ROOT/target/release/toyvm
+TOYVM=${TOYVM:-$ROOT/target/release/toyvm}
 NOTES=$RESULTS/notes.txt
 : >"$NOTES"
 note() { echo "note: $*" | tee -a "$NOTES" >&2; }
@@ -154,7 +155,9 @@ cmd_for() { # engine bench [size]
 }
 toy_flags() { # engine -> its flags
   local t
-  for t in "${TOY_TIERS[@]}"; do [[ ${t%%=*} == "$1" ]] && echo "${t#*=}"; done
+  for t in "${TOY_TIERS[@]}"; do
+    if [[ ${t%%=*} == "$1" ]]; then echo "${t#*=}"; fi
+  done
 }
 
 echo "== versions"
