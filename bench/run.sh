@@ -153,6 +153,12 @@ cmd_for() { # engine bench [size]
   c=$(printf "${CMD[$1]}" "$2")
   echo "$c${3:+ $3}"
 }
+run_engine() { # engine bench [size]: run that command (the template is a word list: no quoting)
+  local c
+  c=$(cmd_for "$@")
+  # shellcheck disable=SC2086
+  $c
+}
 toy_flags() { # engine -> its flags
   local t
   for t in "${TOY_TIERS[@]}"; do
@@ -186,12 +192,12 @@ for set in "${SETS[@]}"; do
   for b in $BENCHES; do
     if [[ $set == default ]]; then n=${DEFAULT_SIZE[$b]}; else n=${LARGE_SIZE[$b]}; fi
     ref=$RESULTS/out/$set-$b-c.txt
-    $(cmd_for c "$b" "$n") >"$ref"
+    run_engine c "$b" "$n" >"$ref"
     for e in $(engines_for "$set"); do
       [[ $e == c ]] && continue
       out=$RESULTS/out/$set-$b-$e.txt
       status=0
-      $(cmd_for "$e" "$b" "$n") >"$out" 2>"$out.err" || status=$?
+      run_engine "$e" "$b" "$n" >"$out" 2>"$out.err" || status=$?
       if [[ $status != 0 ]]; then
         echo "FAIL $set $b $e: exit status $status: $(head -1 "$out.err")" >>"$CHECKS"
         failed=1
