@@ -1,1 +1,34 @@
-//! VM-agnostic profiler support (perf maps, jitdump, VMProf-style sampling).
+//! VM-agnostic profiler support: tell Linux `perf` (and other profilers)
+//! about machine code a VM generates at run time.
+//!
+//! A VM describes each piece of generated code as a [`CodeRegion`] (live
+//! bytes, name, kind, optional DWARF unwind info and line table) and hands
+//! batches of them to one or more [`ProfilerSink`]s, usually through the
+//! [`Profilers`] fan-out. The crate knows nothing about any particular VM.
+//!
+//! | module | writes | read by |
+//! |---|---|---|
+//! | [`perf_map`] | `/tmp/perf-<pid>.map` text lines | `perf report`, `perf script` |
+//! | [`jitdump`] | `jit-<pid>.dump` records | `perf inject --jit` |
+//! | [`unwind`] | `.eh_frame` / `.eh_frame_hdr` bytes | perf's libunwind, libgcc's `__register_frame` |
+//! | [`safe_file`] | nothing itself: symlink-safe creation of the above | |
+//! | [`region`], [`sink`] | the shared types | |
+//!
+//! Typical start-up: `PerfMap::open()` and `JitDump::create_in(dir)` before
+//! the JIT makes any code executable; after each JIT finalize, build regions
+//! from the final code and call [`Profilers::register`]; at exit,
+//! [`Profilers::finish`].
+
+pub mod jitdump;
+pub mod perf_map;
+pub mod region;
+pub mod safe_file;
+pub mod sink;
+pub mod unwind;
+
+mod os;
+
+pub use jitdump::JitDump;
+pub use perf_map::PerfMap;
+pub use region::{CodeRegion, LineEntry, RegionKind, UnwindInfo};
+pub use sink::{ProfilerSink, Profilers, SinkFailure};

@@ -1,1 +1,489 @@
-//! (in progress)
+//! The bytecode interpreter: one `match` loop per Toy call.
+//!
+//! [`interp_entry`] is the default [`EntryFn`] of every function. A Toy
+//! call is one native call: the `Call` instruction calls the callee's entry
+//! through [`Vm::entries`], and when that entry is `interp_entry` the
+//! interpreter recurses natively (so native stack use grows with Toy call
+//! depth: see `driver` for how the stack is sized).
+//!
+//! The loop trusts the bytecode: register operands are below the frame
+//! size, jump targets inside the code, constant, type and function
+//! indexes in range, and every function ends in a return. The compiler
+//! guarantees this and [`crate::bytecode::verify`] checks it before a
+//! module is run, which is what makes the unchecked accesses below sound.
+
+use crate::bytecode::Op;
+use crate::runtime::heap::{arr_mut, str_ref};
+use crate::runtime::print::{write_scalar, write_value};
+use crate::runtime::{
+    EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins,
+};
+
+/// The interpreter's entry point for function `func` (see the entry ABI in
+/// [`crate::runtime`]).
+///
+/// # Safety
+/// `vm` must be a valid VM whose module passed [`crate::bytecode::verify`],
+/// `func` a function index of it, and `base` the start of a window of at
+/// least that function's `frame_size` slots inside the VM's value stack,
+/// with the arguments in place.
+pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+    // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
+    // frame record inside its region.
+    unsafe {
+        let depth = (*vm).depth + 1;
+        if depth > (*vm).max_depth {
+            (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
+            return STATUS_ERROR;
+        }
+        (*vm).depth = depth;
+        *(*vm).frames.add(depth) = FrameRecord { base, func };
+        let status = run(vm, func, base);
+        (*vm).depth = depth - 1;
+        status
+    }
+}
+
+/// Checks that `interp_entry` has the ABI type (compile-time only).
+const _: EntryFn = interp_entry;
+
+/// Raises `err` at instruction `pc`.
+#[cold]
+#[inline(never)]
+unsafe fn fail(vm: *mut Vm<'_>, err: RuntimeError, func: u32, pc: usize) -> u32 {
+    // SAFETY: `vm` is valid (caller's contract) and not borrowed elsewhere.
+    unsafe { (*vm).fail(err, func, pc) }
+}
+
+/// Runs the body of `func` in the frame at `regs`.
+///
+/// # Safety
+/// As for [`interp_entry`].
+// `!(a < b)` is deliberate: NaN operands must take the jump.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
+#[inline(always)]
+unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
+    // SAFETY (whole body): register operands are < frame_size and the
+    // frame lies in the value stack; constant/type/function indexes and
+    // jump targets are in range (verified bytecode, see the module docs).
+    // `vm` is only accessed through the raw pointer, one field at a time,
+    // so the callee's accesses during a nested call alias nothing we hold.
+    // Heap references read from typed ref registers are live objects of
+    // the register's static type (GC root invariant), and no collection
+    // runs while a borrow of an object obtained here is alive.
+    unsafe {
+        // Copy out raw pointers; no borrow of the VM outlives this block.
+        let (code, consts) = {
+            let funcs: &[_] = &(*vm).funcs;
+            let rt = funcs.get_unchecked(func as usize);
+            for &r in rt.zero_regs.iter() {
+                *regs.add(r as usize) = 0;
+            }
+            (rt.code, rt.consts.as_ptr())
+        };
+
+        macro_rules! reg {
+            ($r:expr) => {
+                *regs.add($r as usize)
+            };
+        }
+        macro_rules! int {
+            ($r:expr) => {
+                (*regs.add($r as usize) as i64)
+            };
+        }
+        macro_rules! flt {
+            ($r:expr) => {
+                f64::from_bits(*regs.add($r as usize))
+            };
+        }
+        macro_rules! set_int {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = ($v) as u64
+            };
+        }
+        macro_rules! set_flt {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = f64::to_bits($v)
+            };
+        }
+        macro_rules! set_bool {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = ($v) as u64
+            };
+        }
+        macro_rules! raise {
+            ($pc:expr, $err:expr) => {
+                return fail(vm, $err, func, $pc - 1)
+            };
+        }
+
+        let mut pc: usize = 0;
+        loop {
+            let op = *code.add(pc);
+            pc += 1;
+            match op {
+                Op::Move { dst, src } => reg!(dst) = reg!(src),
+                Op::LoadInt { dst, imm } => set_int!(dst, imm as i64),
+                Op::LoadConst { dst, k } => reg!(dst) = *consts.add(k as usize),
+
+                Op::AddI { dst, a, b } => set_int!(dst, int!(a).wrapping_add(int!(b))),
+                Op::SubI { dst, a, b } => set_int!(dst, int!(a).wrapping_sub(int!(b))),
+                Op::MulI { dst, a, b } => set_int!(dst, int!(a).wrapping_mul(int!(b))),
+                Op::DivI { dst, a, b } => {
+                    let d = int!(b);
+                    if d == 0 {
+                        raise!(pc, RuntimeError::DivisionByZero);
+                    }
+                    set_int!(dst, int!(a).wrapping_div(d));
+                }
+                Op::RemI { dst, a, b } => {
+                    let d = int!(b);
+                    if d == 0 {
+                        raise!(pc, RuntimeError::ModuloByZero);
+                    }
+                    set_int!(dst, int!(a).wrapping_rem(d));
+                }
+                Op::AndI { dst, a, b } => set_int!(dst, int!(a) & int!(b)),
+                Op::OrI { dst, a, b } => set_int!(dst, int!(a) | int!(b)),
+                Op::XorI { dst, a, b } => set_int!(dst, int!(a) ^ int!(b)),
+                Op::ShlI { dst, a, b } => set_int!(dst, int!(a).wrapping_shl(int!(b) as u32)),
+                Op::ShrI { dst, a, b } => set_int!(dst, int!(a).wrapping_shr(int!(b) as u32)),
+                Op::NegI { dst, src } => set_int!(dst, int!(src).wrapping_neg()),
+                Op::AddIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_add(imm as i64)),
+                Op::MulIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_mul(imm as i64)),
+                Op::DivIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_div(imm as i64)),
+                Op::RemIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_rem(imm as i64)),
+
+                Op::AddF { dst, a, b } => set_flt!(dst, flt!(a) + flt!(b)),
+                Op::SubF { dst, a, b } => set_flt!(dst, flt!(a) - flt!(b)),
+                Op::MulF { dst, a, b } => set_flt!(dst, flt!(a) * flt!(b)),
+                Op::DivF { dst, a, b } => set_flt!(dst, flt!(a) / flt!(b)),
+                Op::RemF { dst, a, b } => set_flt!(dst, flt!(a) % flt!(b)),
+                Op::NegF { dst, src } => set_flt!(dst, -flt!(src)),
+
+                Op::EqI { dst, a, b } => set_bool!(dst, reg!(a) == reg!(b)),
+                Op::NeI { dst, a, b } => set_bool!(dst, reg!(a) != reg!(b)),
+                Op::LtI { dst, a, b } => set_bool!(dst, int!(a) < int!(b)),
+                Op::LeI { dst, a, b } => set_bool!(dst, int!(a) <= int!(b)),
+                Op::EqF { dst, a, b } => set_bool!(dst, flt!(a) == flt!(b)),
+                Op::NeF { dst, a, b } => set_bool!(dst, flt!(a) != flt!(b)),
+                Op::LtF { dst, a, b } => set_bool!(dst, flt!(a) < flt!(b)),
+                Op::LeF { dst, a, b } => set_bool!(dst, flt!(a) <= flt!(b)),
+                Op::EqS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) == str_ref(reg!(b))),
+                Op::NeS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) != str_ref(reg!(b))),
+                Op::LtS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) < str_ref(reg!(b))),
+                Op::LeS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) <= str_ref(reg!(b))),
+                Op::Not { dst, src } => reg!(dst) = reg!(src) ^ 1,
+
+                Op::Jmp { target } => pc = target as usize,
+                Op::JmpIf { a, target } => {
+                    if reg!(a) != 0 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNot { a, target } => {
+                    if reg!(a) == 0 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotLtI { a, b, target } => {
+                    if int!(a) >= int!(b) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotLeI { a, b, target } => {
+                    if int!(a) > int!(b) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotEqI { a, b, target } => {
+                    if reg!(a) != reg!(b) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotNeI { a, b, target } => {
+                    if reg!(a) == reg!(b) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotLtIImm { a, imm, target } => {
+                    if int!(a) >= imm as i64 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotLeIImm { a, imm, target } => {
+                    if int!(a) > imm as i64 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotGtIImm { a, imm, target } => {
+                    if int!(a) <= imm as i64 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotGeIImm { a, imm, target } => {
+                    if int!(a) < imm as i64 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotEqIImm { a, imm, target } => {
+                    if int!(a) != imm as i64 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotNeIImm { a, imm, target } => {
+                    if int!(a) == imm as i64 {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotLtF { a, b, target } => {
+                    if !(flt!(a) < flt!(b)) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfNotLeF { a, b, target } => {
+                    if !(flt!(a) <= flt!(b)) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfLtF { a, b, target } => {
+                    if flt!(a) < flt!(b) {
+                        pc = target as usize;
+                    }
+                }
+                Op::JmpIfLeF { a, b, target } => {
+                    if flt!(a) <= flt!(b) {
+                        pc = target as usize;
+                    }
+                }
+                Op::ForPrep {
+                    counter,
+                    end,
+                    target,
+                } => {
+                    if int!(counter) >= int!(end) {
+                        pc = target as usize;
+                    }
+                }
+                Op::ForLoop {
+                    counter,
+                    end,
+                    target,
+                } => {
+                    let next = int!(counter) + 1;
+                    set_int!(counter, next);
+                    if next < int!(end) {
+                        pc = target as usize;
+                    }
+                }
+
+                Op::Call {
+                    func: callee,
+                    base,
+                    dst,
+                } => {
+                    let entries: &[EntryFn] = &(*vm).entries;
+                    let entry = *entries.get_unchecked(callee as usize);
+                    if entry(vm, callee as u32, regs.add(base as usize)) != STATUS_OK {
+                        (*vm).trace.push(TraceEntry {
+                            func,
+                            pc: (pc - 1) as u32,
+                        });
+                        return STATUS_ERROR;
+                    }
+                    reg!(dst) = reg!(base);
+                }
+                Op::Return { src } => {
+                    reg!(0) = reg!(src);
+                    return STATUS_OK;
+                }
+                Op::ReturnVoid => return STATUS_OK,
+
+                Op::LenS { dst, src } => set_int!(dst, str_ref(reg!(src)).len()),
+
+                Op::GetElem { dst, arr, idx } => {
+                    let a = arr_mut(reg!(arr));
+                    let i = int!(idx);
+                    match a.elems.get(i as usize) {
+                        Some(&v) if i >= 0 => reg!(dst) = v,
+                        _ => raise!(
+                            pc,
+                            RuntimeError::IndexOutOfRange {
+                                index: i,
+                                len: a.elems.len()
+                            }
+                        ),
+                    }
+                }
+                Op::SetElem { arr, idx, val } => {
+                    let a = arr_mut(reg!(arr));
+                    let i = int!(idx);
+                    let len = a.elems.len();
+                    match a.elems.get_mut(i as usize) {
+                        Some(slot) if i >= 0 => *slot = reg!(val),
+                        _ => raise!(pc, RuntimeError::IndexOutOfRange { index: i, len }),
+                    }
+                }
+                Op::LenA { dst, src } => set_int!(dst, arr_mut(reg!(src)).elems.len()),
+                Op::Pop { dst, arr } => match arr_mut(reg!(arr)).elems.pop() {
+                    Some(v) => reg!(dst) = v,
+                    None => raise!(pc, RuntimeError::PopEmpty),
+                },
+
+                Op::IntToFloat { dst, src } => set_flt!(dst, int!(src) as f64),
+                Op::FloatToInt { dst, src } => set_int!(dst, flt!(src) as i64),
+                Op::Sqrt { dst, src } => set_flt!(dst, flt!(src).sqrt()),
+                Op::Concat { .. }
+                | Op::NewArray { .. }
+                | Op::RepeatArray { .. }
+                | Op::Push { .. }
+                | Op::Print { .. }
+                | Op::ToStr { .. }
+                | Op::Clock { .. }
+                | Op::Args { .. }
+                | Op::ParseInt { .. }
+                | Op::ParseFloat { .. } => {
+                    if slow_op(vm, func, regs, op, pc) != STATUS_OK {
+                        return STATUS_ERROR;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The instructions that allocate, print or parse, kept out of the main
+/// loop so that its hot state stays in machine registers. Runs `op` (the
+/// instruction before `pc`) in the frame at `regs`.
+///
+/// # Safety
+/// As for [`run`]: `op` comes from verified code of `func`.
+#[inline(never)]
+unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
+    // SAFETY: as in `run` (same invariants, same frame).
+    unsafe {
+        macro_rules! reg {
+            ($r:expr) => {
+                *regs.add($r as usize)
+            };
+        }
+        macro_rules! int {
+            ($r:expr) => {
+                (*regs.add($r as usize) as i64)
+            };
+        }
+        macro_rules! set_int {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = ($v) as u64
+            };
+        }
+        macro_rules! set_flt {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = f64::to_bits($v)
+            };
+        }
+        macro_rules! raise {
+            ($pc:expr, $err:expr) => {
+                return fail(vm, $err, func, $pc - 1)
+            };
+        }
+        macro_rules! gc_point {
+            () => {
+                if (*vm).heap.should_collect() {
+                    (*vm).collect();
+                }
+            };
+        }
+        match op {
+            Op::Concat { dst, a, b } => {
+                let (x, y) = (str_ref(reg!(a)), str_ref(reg!(b)));
+                let mut s = String::with_capacity(x.len() + y.len());
+                s.push_str(x);
+                s.push_str(y);
+                reg!(dst) = (*vm).heap.alloc_str(s);
+                gc_point!();
+            }
+            Op::NewArray { dst, refs, cap } => {
+                reg!(dst) = (*vm)
+                    .heap
+                    .alloc_array(refs, Vec::with_capacity(cap as usize));
+                gc_point!();
+            }
+            Op::RepeatArray {
+                dst,
+                val,
+                count,
+                depth,
+                refs,
+            } => {
+                let n = int!(count);
+                let mut elems = match builtins::slots(n) {
+                    Ok(v) => v,
+                    Err(e) => raise!(pc, e),
+                };
+                let v = reg!(val);
+                if depth == 0 {
+                    elems.resize(n as usize, v);
+                } else {
+                    for _ in 0..n {
+                        match builtins::deep_copy(&mut (*vm).heap, v, depth as u32) {
+                            Ok(copy) => elems.push(copy),
+                            Err(e) => raise!(pc, e),
+                        }
+                    }
+                }
+                reg!(dst) = (*vm).heap.alloc_array(refs, elems);
+                gc_point!();
+            }
+            Op::Push { arr, val } => {
+                let a = arr_mut(reg!(arr));
+                let old_cap = a.elems.capacity();
+                if a.elems.try_reserve(1).is_err() {
+                    raise!(pc, RuntimeError::OutOfMemory);
+                }
+                a.elems.push(reg!(val));
+                let grown = a.elems.capacity() - old_cap;
+                if grown != 0 {
+                    (*vm).heap.note_growth(grown * 8);
+                    gc_point!();
+                }
+            }
+            Op::Print { src, ty } => {
+                let vmr = &mut *vm;
+                let ty = vmr.module.types.get_unchecked(ty as usize);
+                vmr.scratch.clear();
+                write_value(&mut vmr.scratch, reg!(src), ty);
+                vmr.scratch.push('\n');
+                if let Err(e) = vmr.out.write(vmr.scratch.as_bytes()) {
+                    raise!(pc, e);
+                }
+            }
+            Op::ToStr { dst, src, ty } => {
+                let vmr = &mut *vm;
+                let ty = vmr.module.types.get_unchecked(ty as usize);
+                let mut s = String::new();
+                write_scalar(&mut s, reg!(src), ty);
+                reg!(dst) = vmr.heap.alloc_str(s);
+                gc_point!();
+            }
+            Op::Clock { dst } => set_flt!(dst, (*vm).start.elapsed().as_secs_f64()),
+            Op::Args { dst } => {
+                let vmr = &mut *vm;
+                let elems = vmr.args.clone();
+                reg!(dst) = vmr.heap.alloc_array(true, elems);
+                gc_point!();
+            }
+            Op::ParseInt { dst, src } => match builtins::parse_int(str_ref(reg!(src))) {
+                Ok(v) => set_int!(dst, v),
+                Err(e) => raise!(pc, e),
+            },
+            Op::ParseFloat { dst, src } => match builtins::parse_float(str_ref(reg!(src))) {
+                Ok(v) => set_flt!(dst, v),
+                Err(e) => raise!(pc, e),
+            },
+            _ => {}
+        }
+        STATUS_OK
+    }
+}
