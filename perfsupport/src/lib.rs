@@ -1,1 +1,2 @@
 //! VM-agnostic profiler support (perf maps, jitdump, VMProf-style sampling).
+pub mod vmprof;
