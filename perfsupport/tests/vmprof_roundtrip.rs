@@ -88,7 +88,7 @@ fn nested_workload_round_trips_with_cpu_proportional_counts() {
     assert!(profile.has_trailer);
     let (start, end) = (profile.start_time.unwrap(), profile.end_time.unwrap());
     assert!(start <= end);
-    assert_eq!(summary.dropped, 0);
+    assert_eq!(summary.dropped_full + summary.dropped_busy, 0);
     std::fs::remove_file(&path).unwrap();
 }
 

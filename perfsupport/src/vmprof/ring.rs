@@ -32,7 +32,8 @@ pub struct SampleRing {
     head: AtomicUsize,
     tail: AtomicUsize,
     claimed: AtomicBool,
-    dropped: AtomicU64,
+    dropped_full: AtomicU64,
+    dropped_busy: AtomicU64,
 }
 
 /// One sample read from the ring.
@@ -54,7 +55,8 @@ impl SampleRing {
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             claimed: AtomicBool::new(false),
-            dropped: AtomicU64::new(0),
+            dropped_full: AtomicU64::new(0),
+            dropped_busy: AtomicU64::new(0),
         }
     }
 
@@ -76,15 +78,21 @@ impl SampleRing {
         self.claimed.load(Ordering::SeqCst)
     }
 
-    /// Counts a dropped sample. Async-signal-safe.
+    /// Counts a sample dropped because another producer held the claim.
+    /// Async-signal-safe.
     #[inline]
-    pub fn count_drop(&self) {
-        self.dropped.fetch_add(1, Ordering::Relaxed);
+    pub fn count_busy_drop(&self) {
+        self.dropped_busy.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Samples dropped since the last [`SampleRing::reset`].
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+    /// Samples dropped because the ring was full, since the last reset.
+    pub fn dropped_full(&self) -> u64 {
+        self.dropped_full.load(Ordering::Relaxed)
+    }
+
+    /// Samples dropped because the claim was held, since the last reset.
+    pub fn dropped_busy(&self) -> u64 {
+        self.dropped_busy.load(Ordering::Relaxed)
     }
 
     /// Appends one sample whose `len` ids, root first, are `id_at(0)`,
@@ -101,7 +109,7 @@ impl SampleRing {
         let head = self.head.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Acquire);
         if RING_WORDS.saturating_sub(head.wrapping_sub(tail)) < needed {
-            self.count_drop();
+            self.dropped_full.fetch_add(1, Ordering::Relaxed);
             return false;
         }
         let store = |offset: usize, word: usize| {
@@ -124,9 +132,9 @@ impl SampleRing {
         self.push_with(weight, thread_id, stack.len(), |i| stack[i])
     }
 
-    /// Moves every published sample to `out`. Only one consumer may call it
-    /// at a time (the writer thread, or `disable` after joining it).
-    pub fn drain(&self, out: &mut Vec<RingSample>) {
+    /// Moves every published sample to `out` and returns how many words
+    /// that freed. Only one consumer may call it at a time.
+    pub fn drain(&self, out: &mut Vec<RingSample>) -> usize {
         let head = self.head.load(Ordering::Acquire);
         let mut tail = self.tail.load(Ordering::Relaxed);
         let word = |at: usize| self.words[at % RING_WORDS].load(Ordering::Relaxed);
@@ -144,15 +152,18 @@ impl SampleRing {
             });
             tail = first.wrapping_add(n);
         }
+        let freed = tail.wrapping_sub(self.tail.load(Ordering::Relaxed));
         self.tail.store(tail, Ordering::Release);
+        freed
     }
 
-    /// Empties the ring and the drop counter. Only while no producer can run
+    /// Empties the ring and the drop counters. Only while no producer can run
     /// (sampling off and the claim free) and no consumer runs.
     pub fn reset(&self) {
         self.head.store(0, Ordering::SeqCst);
         self.tail.store(0, Ordering::SeqCst);
-        self.dropped.store(0, Ordering::SeqCst);
+        self.dropped_full.store(0, Ordering::SeqCst);
+        self.dropped_busy.store(0, Ordering::SeqCst);
     }
 }
 
@@ -182,7 +193,7 @@ mod tests {
             assert_eq!(out[1].stack, stack);
             out.clear();
         }
-        assert_eq!(ring.dropped(), 0);
+        assert_eq!(ring.dropped_full(), 0);
     }
 
     #[test]
@@ -194,7 +205,7 @@ mod tests {
             assert!(ring.push(1, 1, &stack));
         }
         assert!(!ring.push(1, 1, &stack));
-        assert_eq!(ring.dropped(), 1);
+        assert_eq!(ring.dropped_full(), 1);
         let mut out = Vec::new();
         ring.drain(&mut out);
         assert_eq!(out.len(), fits);

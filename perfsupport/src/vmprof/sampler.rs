@@ -303,7 +303,7 @@ extern "C" fn on_sigprof(_signal: libc::c_int) {
 
 fn sample_current_thread() {
     if !RING.try_claim() {
-        RING.count_drop();
+        RING.count_busy_drop();
         return;
     }
     // Checked after claiming, so `stop_sampling` can wait for the claim.

@@ -23,10 +23,13 @@ use std::time::Duration;
 
 use super::format::{Encoder, Timeval};
 use super::registry::for_each_code_from;
-use super::ring::{RingSample, SampleRing};
+use super::ring::{RING_WORDS, RingSample, SampleRing};
 
 /// How often the writer drains the ring.
 pub const DRAIN_PERIOD: Duration = Duration::from_millis(20);
+/// How soon the writer drains again after a round that found the ring more
+/// than a quarter full (deep stacks at a high rate).
+pub const BUSY_DRAIN_PERIOD: Duration = Duration::from_millis(1);
 
 /// What a finished profile contains, returned by `disable()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,8 +39,12 @@ pub struct ProfileSummary {
     /// Signals whose stack was recorded (a signal may stand for several
     /// periods, see `sampler`).
     pub signals: u64,
-    /// Samples lost because the ring was full or busy.
-    pub dropped: u64,
+    /// Signals whose sample was lost because the ring was full (the writer
+    /// fell behind).
+    pub dropped_full: u64,
+    /// Signals whose sample was lost because a handler on another thread
+    /// was writing to the ring at the same moment.
+    pub dropped_busy: u64,
     /// VIRTUAL_IP records written.
     pub code_names: u64,
     /// Bytes written to the file.
@@ -128,25 +135,32 @@ impl Session {
             // Read the flag before draining: once it is set the sampler has
             // stopped, so this round gets every remaining sample.
             let stopping = stop.load(Ordering::SeqCst);
-            self.round();
+            let freed = self.round();
             if stopping {
                 break;
             }
-            thread::park_timeout(DRAIN_PERIOD);
+            let busy = freed > RING_WORDS / 4;
+            thread::park_timeout(if busy {
+                BUSY_DRAIN_PERIOD
+            } else {
+                DRAIN_PERIOD
+            });
         }
         self.encoder.clear();
         self.encoder.trailer(Timeval::now());
         let trailer = std::mem::take(&mut self.encoder);
         self.emit(trailer.bytes());
-        self.summary.dropped = self.ring.dropped();
+        self.summary.dropped_full = self.ring.dropped_full();
+        self.summary.dropped_busy = self.ring.dropped_busy();
         match self.error.take() {
             Some(error) => Err(error),
             None => Ok(self.summary),
         }
     }
 
-    /// Names new codes and writes drained samples.
-    fn round(&mut self) {
+    /// Names new codes and writes drained samples; returns the ring words
+    /// freed.
+    fn round(&mut self) -> usize {
         self.encoder.clear();
         let encoder = &mut self.encoder;
         let mut named = 0;
@@ -156,7 +170,7 @@ impl Session {
         });
         self.summary.code_names += named;
         self.drained.clear();
-        self.ring.drain(&mut self.drained);
+        let freed = self.ring.drain(&mut self.drained);
         for sample in &self.drained {
             self.stack.clear();
             self.stack.extend(sample.stack.iter().map(|&id| id as u64));
@@ -169,6 +183,7 @@ impl Session {
         let batch = std::mem::take(&mut self.encoder);
         self.emit(batch.bytes());
         self.encoder = batch;
+        freed
     }
 
     fn emit(&mut self, bytes: &[u8]) {
