@@ -11,6 +11,7 @@
 //! | [`perf_map`] | `/tmp/perf-<pid>.map` text lines | `perf report`, `perf script` |
 //! | [`jitdump`] | `jit-<pid>.dump` records | `perf inject --jit` |
 //! | [`unwind`] | `.eh_frame` / `.eh_frame_hdr` bytes | perf's libunwind, libgcc's `__register_frame` |
+//! | [`vmprof`] | VMProf-style profiles of the VM's own call stack | `vmprof`, `vmprofshow` |
 //! | [`safe_file`] | nothing itself: symlink-safe creation of the above | |
 //! | [`region`], [`sink`] | the shared types | |
 //!
@@ -25,6 +26,7 @@ pub mod region;
 pub mod safe_file;
 pub mod sink;
 pub mod unwind;
+pub mod vmprof;
 
 mod os;
 

@@ -1,0 +1,158 @@
+//! VMProf-style sampling profiler support, after PyPy's `rvmprof`.
+//!
+//! A VM that wants CPU profiles the PyPI `vmprof` tools can show
+//! (`vmprofshow FILE tree`, `vmprof.read_profile`) does four things:
+//!
+//! 1. **Register its code-object class** once:
+//!    `let class = register_code_object_class("toy")?;`
+//! 2. **Register each code object** when it is created; the id lives in a
+//!    [`CodeIdCell`] inside the code object:
+//!    `register_code(&code.vmprof_id, &class, "fib", 3, "fib.toy")`.
+//!    Ids are positive, even and unique; names are
+//!    `class:func_name:line:file` (see [`code_name`]).
+//! 3. **Mark running code**: `let _frame = vmprof_execute_code(id);` around
+//!    running a code object (a guard that pops on drop; pushes only while
+//!    profiling). JIT code pushes and pops inline on the [`ShadowStack`]
+//!    whose layout [`shadow_stack`] documents.
+//! 4. **Enable and disable**: [`enable`] / [`enable_with`] /
+//!    [`enable_path`] start a `SIGPROF` sampler (every 1 ms of CPU time by
+//!    default) and a writer thread; [`disable`] stops them and completes the
+//!    file.
+//!
+//! ```no_run
+//! use perfsupport::vmprof::*;
+//! # fn main() -> Result<(), VmprofError> {
+//! let class = register_code_object_class("toy")?;
+//! let main_cell = CodeIdCell::new();
+//! let main_id = register_code(&main_cell, &class, "<main>", 1, "fib.toy");
+//! enable_path(std::path::Path::new("fib.prof"), &EnableOptions::new("toyvm"))?;
+//! {
+//!     let _frame = vmprof_execute_code(main_id);
+//!     // ... run the program ...
+//! }
+//! let summary = disable()?;
+//! println!("{} samples", summary.samples);
+//! let profile = read_profile(std::path::Path::new("fib.prof")).expect("readable");
+//! assert_eq!(profile.samples.len() as u64, summary.samples);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Modules, one job each: [`format`] (the file format, as a spec),
+//! [`names`] (code names), [`registry`] (ids), [`shadow_stack`] (what runs
+//! now), [`ring`] (signal handler → writer buffer), [`sampler`] (timer,
+//! handler, sessions), [`writer`] (the writer thread), [`reader`] (parsing
+//! profiles back).
+
+pub mod format;
+pub mod names;
+pub mod reader;
+pub mod registry;
+pub mod ring;
+pub mod sampler;
+pub mod shadow_stack;
+pub mod writer;
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+pub use format::Timeval;
+pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
+pub use reader::{Profile, ReadError, Sample, parse_profile, read_profile};
+pub use registry::{
+    CodeClass, CodeId, CodeIdCell, code_name_of, get_unique_id, register_code,
+    register_code_object_class,
+};
+pub use sampler::{
+    DEFAULT_INTERP_NAME, DEFAULT_INTERVAL, EnableOptions, MAX_INTERVAL, MIN_INTERVAL, disable,
+    enable, enable_with, is_enabled,
+};
+pub use shadow_stack::{
+    ExecuteCodeGuard, SHADOW_STACK_CAPACITY, SHADOW_STACK_DEPTH_OFFSET, SHADOW_STACK_IDS_OFFSET,
+    ShadowStack, is_profiling, profiling_flag, vmprof_execute_code,
+};
+pub use writer::ProfileSummary;
+
+/// Starts profiling into a new file at `path`, created safely (see
+/// [`crate::safe_file`]): it must not exist yet...
+pub fn enable_path(path: &Path, options: &EnableOptions) -> Result<(), VmprofError> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|source| VmprofError::Io {
+            context: "creating the profile file",
+            source,
+        })?;
+    enable_with(file, options)
+}
+
+/// Why a profiler call failed.
+#[derive(Debug)]
+pub enum VmprofError {
+    /// A code-object class prefix is empty, too long, or has a colon or a
+    /// control character.
+    InvalidClassPrefix(String),
+    /// `enable` was called while a profile is being recorded.
+    AlreadyEnabled,
+    /// `disable` was called with no profile being recorded.
+    NotEnabled,
+    /// The interval is outside [`MIN_INTERVAL`]`..=`[`MAX_INTERVAL`].
+    InvalidInterval(Duration),
+    /// The interpreter name is longer than 255 bytes or is `pypy`.
+    InvalidInterpName(String),
+    /// A META key repeats (readers reject the file).
+    DuplicateMetaKey(String),
+    /// A file operation failed.
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A system call for the signal or timer set-up failed.
+    Os {
+        /// The call that failed.
+        call: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The writer thread panicked (a bug); the profile is incomplete.
+    WriterPanicked,
+}
+
+impl fmt::Display for VmprofError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VmprofError::InvalidClassPrefix(p) => write!(
+                f,
+                "invalid vmprof code class prefix {p:?}: it must be 1 to {MAX_CLASS_PREFIX} bytes without ':' or control characters"
+            ),
+            VmprofError::AlreadyEnabled => write!(f, "vmprof is already enabled"),
+            VmprofError::NotEnabled => write!(f, "vmprof is not enabled"),
+            VmprofError::InvalidInterval(i) => write!(
+                f,
+                "invalid vmprof sampling interval {i:?}: it must be between {MIN_INTERVAL:?} and {MAX_INTERVAL:?}"
+            ),
+            VmprofError::InvalidInterpName(n) => write!(
+                f,
+                "invalid vmprof interpreter name {n:?}: it must be at most 255 bytes and not \"pypy\""
+            ),
+            VmprofError::DuplicateMetaKey(k) => write!(f, "vmprof meta key {k:?} is given twice"),
+            VmprofError::Io { context, source } => write!(f, "vmprof: {context}: {source}"),
+            VmprofError::Os { call, source } => write!(f, "vmprof: {call} failed: {source}"),
+            VmprofError::WriterPanicked => write!(f, "vmprof: the writer thread panicked"),
+        }
+    }
+}
+
+impl std::error::Error for VmprofError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VmprofError::Io { source, .. } | VmprofError::Os { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Reads vmprof CPU profiles (the layout of [`super::format`]) into a
+//! [`Profile`].
+//!
+//! The reader accepts what the PyPI readers accept for non-RPython
+//! profiles with 8-byte little-endian words: versions 0 to 7, the memory and
+//! lines modes (line entries are dropped, memory words skipped), names from
+//! VIRTUAL_IP and NATIVE_SYMBOLS, and a missing trailer. Everything after
+//! a TRAILER is ignored, as the real readers do.
+//!
+//! It rejects, with a [`ReadError`] naming the byte offset: truncated
+//! records, a wrong static header, 4-byte or big-endian words, gzip input,
+//! unknown versions, RPython profiles, unknown markers (including the
+//! deprecated `0x04`), a sample before the HEADER, a second HEADER, a
+//! sample `count` other than 1, depths above 65536, repeated META keys and
+//! invalid UTF-8. It never panics, and allocates at most in proportion to
+//! the input's size.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use super::format::*;
+
+/// A parsed profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// The sampling interval from the static header, in microseconds.
+    pub period_us: i64,
+    /// The format version from the HEADER record.
+    pub version: i16,
+    /// The mode bits from the HEADER record (0 before version 4).
+    pub mode: u8,
+    /// The interpreter name from the HEADER record.
+    pub interp: String,
+    /// META records, in file order.
+    pub meta: Vec<(String, String)>,
+    /// Code names by id.
+    pub names: HashMap<u64, String>,
+    /// The samples, in file order.
+    pub samples: Vec<Sample>,
+    /// The start time (TIME_N_ZONE), if present.
+    pub start_time: Option<Timeval>,
+    /// The end time (TRAILER, version ≥ 5), if present.
+    pub end_time: Option<Timeval>,
+    /// Whether the file ended with a TRAILER record.
+    pub has_trailer: bool,
+}
+
+impl Profile {
+    /// The value of META record `key`.
+    pub fn meta_value(&self, key: &str) -> Option<&str> {
+        self.meta
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The name of code `id`, if the file names it.
+    pub fn name(&self, id: u64) -> Option<&str> {
+        self.names.get(&id).map(String::as_str)
+    }
+}
+
+/// One STACKTRACE record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// Code ids, **root first** (the file stores them innermost first).
+    pub stack: Vec<u64>,
+    /// The thread id (0 before version 1).
+    pub thread: u64,
+}
+
+/// Why a profile could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The file could not be read.
+    Io(std::io::Error),
+    /// The data ends inside a record.
+    Truncated {
+        /// Where the record started.
+        offset: usize,
+        /// Which part was cut.
+        what: &'static str,
+    },
+    /// The first bytes are not a vmprof static header.
+    BadHeader(&'static str),
+    /// The file is gzip-compressed; decompress it first.
+    Gzip,
+    /// The HEADER's version is not one this reader knows.
+    UnknownVersion(i16),
+    /// The profile has RPython stacks (interpreter `pypy` or mode 0x08).
+    RPythonProfile,
+    /// A marker byte that starts no known record.
+    BadMarker {
+        /// Offset of the marker.
+        offset: usize,
+        /// The byte found.
+        marker: u8,
+    },
+    /// A record is malformed.
+    BadRecord {
+        /// Where the record started.
+        offset: usize,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "cannot read the profile: {e}"),
+            ReadError::Truncated { offset, what } => {
+                write!(
+                    f,
+                    "truncated vmprof profile: the file ends inside {what} at offset {offset}"
+                )
+            }
+            ReadError::BadHeader(why) => write!(f, "not a vmprof profile: {why}"),
+            ReadError::Gzip => write!(f, "the profile is gzip-compressed; gunzip it first"),
+            ReadError::UnknownVersion(v) => write!(f, "unknown vmprof format version {v}"),
+            ReadError::RPythonProfile => {
+                write!(f, "RPython (PyPy) profiles are not supported")
+            }
+            ReadError::BadMarker { offset, marker } => {
+                write!(
+                    f,
+                    "bad vmprof record marker 0x{marker:02x} at offset {offset}"
+                )
+            }
+            ReadError::BadRecord { offset, problem } => {
+                write!(f, "bad vmprof record at offset {offset}: {problem}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Reads and parses the profile at `path`.
+pub fn read_profile(path: &Path) -> Result<Profile, ReadError> {
+    let bytes = std::fs::read(path).map_err(ReadError::Io)?;
+    parse_profile(&bytes)
+}
+
+/// Parses a whole profile held in memory.
+pub fn parse_profile(bytes: &[u8]) -> Result<Profile, ReadError> {
+    Parser {
+        bytes,
+        pos: 0,
+        record: 0,
+    }
+    .profile()
+}
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    /// Start of the record being parsed, for error messages.
+    record: usize,
+}
+
+impl Parser<'_> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], ReadError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(ReadError::Truncated {
+                offset: self.record,
+                what,
+            });
+        };
+        let slice = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(slice)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, ReadError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn word(&mut self, what: &'static str) -> Result<i64, ReadError> {
+        let mut raw = [0; 8];
+        raw.copy_from_slice(self.take(8, what)?);
+        Ok(i64::from_le_bytes(raw))
+    }
+
+    fn bad(&self, problem: impl Into<String>) -> ReadError {
+        ReadError::BadRecord {
+            offset: self.record,
+            problem: problem.into(),
+        }
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<String, ReadError> {
+        let len = self.word(what)?;
+        let len =
+            usize::try_from(len).map_err(|_| self.bad(format!("negative length in {what}")))?;
+        let bytes = self.take(len, what)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| self.bad(format!("{what} is not UTF-8")))
+    }
+
+    fn timeval(&mut self, what: &'static str) -> Result<Timeval, ReadError> {
+        let sec = self.word(what)?;
+        let usec = self.word(what)?;
+        self.take(8, what)?;
+        Ok(Timeval { sec, usec })
+    }
+
+    fn static_header(&mut self) -> Result<i64, ReadError> {
+        if self.bytes.starts_with(&[0x1f, 0x8b]) {
+            return Err(ReadError::Gzip);
+        }
+        if self.bytes.len() < STATIC_HEADER_SIZE {
+            return Err(ReadError::BadHeader(
+                "shorter than the 40-byte static header",
+            ));
+        }
+        let b = self.bytes;
+        if b[4] == 3 || b[7] == 3 {
+            return Err(ReadError::BadHeader("4-byte words are not supported"));
+        }
+        if b[15] == 3 && b[8] != 3 {
+            return Err(ReadError::BadHeader(
+                "big-endian profiles are not supported",
+            ));
+        }
+        let words: Vec<i64> = (0..5)
+            .map(|_| self.word("the static header"))
+            .collect::<Result<_, _>>()?;
+        if words[0] != 0 || words[1] != 3 || words[2] != 0 {
+            return Err(ReadError::BadHeader(
+                "the static header must start with the words 0, 3, 0",
+            ));
+        }
+        if words[4] != 0 && words[4] != 1 {
+            return Err(ReadError::BadHeader(
+                "the static header's last word must be 0 or 1",
+            ));
+        }
+        Ok(words[3])
+    }
+
+    fn profile(mut self) -> Result<Profile, ReadError> {
+        let mut profile = Profile {
+            period_us: self.static_header()?,
+            ..Profile::default()
+        };
+        let mut seen_header = false;
+        while self.pos < self.bytes.len() {
+            self.record = self.pos;
+            let marker = self.u8("a marker")?;
+            match marker {
+                MARKER_HEADER => {
+                    if seen_header {
+                        return Err(self.bad("a second HEADER record"));
+                    }
+                    seen_header = true;
+                    self.header(&mut profile)?;
+                }
+                MARKER_TIME_N_ZONE => profile.start_time = Some(self.timeval("TIME_N_ZONE")?),
+                MARKER_META => {
+                    let key = self.string("a META key")?;
+                    let value = self.string("a META value")?;
+                    if profile.meta_value(&key).is_some() {
+                        return Err(self.bad(format!("META key {key:?} repeats")));
+                    }
+                    profile.meta.push((key, value));
+                }
+                MARKER_VIRTUAL_IP | MARKER_NATIVE_SYMBOLS => {
+                    let id = self.word("a code id")? as u64;
+                    let name = self.string("a code name")?;
+                    profile.names.insert(id, name);
+                }
+                MARKER_STACKTRACE => {
+                    if !seen_header {
+                        return Err(self.bad("a sample before the HEADER record"));
+                    }
+                    let sample = self.sample(&profile)?;
+                    profile.samples.push(sample);
+                }
+                MARKER_TRAILER => {
+                    if profile.version >= VERSION_DURATION {
+                        profile.end_time = Some(self.timeval("the TRAILER")?);
+                    }
+                    profile.has_trailer = true;
+                    break;
+                }
+                _ => {
+                    return Err(ReadError::BadMarker {
+                        offset: self.record,
+                        marker,
+                    });
+                }
+            }
+        }
+        Ok(profile)
+    }
+
+    fn header(&mut self, profile: &mut Profile) -> Result<(), ReadError> {
+        let raw = self.take(2, "the HEADER")?;
+        let version = i16::from_be_bytes([raw[0], raw[1]]);
+        if !(0..=VERSION_SAMPLE_TIME).contains(&version) {
+            return Err(ReadError::UnknownVersion(version));
+        }
+        let mode = if version >= VERSION_MODE_AWARE {
+            self.u8("the HEADER")?
+        } else if version == 3 {
+            PROFILE_MEMORY
+        } else {
+            0
+        };
+        let len = self.u8("the HEADER")?;
+        let name = self.take(usize::from(len), "the HEADER")?;
+        let interp = String::from_utf8(name.to_vec())
+            .map_err(|_| self.bad("the interpreter name is not UTF-8"))?;
+        if interp == "pypy" || mode & PROFILE_RPYTHON != 0 {
+            return Err(ReadError::RPythonProfile);
+        }
+        profile.version = version;
+        profile.mode = mode;
+        profile.interp = interp;
+        Ok(())
+    }
+
+    fn sample(&mut self, profile: &Profile) -> Result<Sample, ReadError> {
+        let count = self.word("a STACKTRACE")?;
+        if count != 1 {
+            return Err(self.bad(format!("sample count {count}, expected 1")));
+        }
+        let depth = self.word("a STACKTRACE")?;
+        let depth = usize::try_from(depth)
+            .ok()
+            .filter(|&d| d <= MAX_STACK_DEPTH)
+            .ok_or_else(|| {
+                self.bad(format!("stack depth {depth} outside 0..={MAX_STACK_DEPTH}"))
+            })?;
+        let raw = self.take(depth * WORD_SIZE, "a STACKTRACE")?;
+        let lines = profile.mode & PROFILE_LINES != 0;
+        let mut stack: Vec<u64> = raw
+            .chunks_exact(WORD_SIZE)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            // In lines mode every frame is (line, id): keep the ids.
+            .enumerate()
+            .filter(|(i, _)| !lines || i % 2 == 1)
+            .map(|(_, id)| id)
+            .collect();
+        stack.reverse();
+        let thread = if profile.version >= VERSION_THREAD_ID {
+            self.word("a STACKTRACE")? as u64
+        } else {
+            0
+        };
+        if profile.mode & PROFILE_MEMORY != 0 {
+            self.word("a STACKTRACE")?;
+        }
+        if profile.version >= VERSION_SAMPLE_TIME {
+            self.word("a STACKTRACE")?;
+        }
+        Ok(Sample { stack, thread })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Vec<u8> {
+        let mut enc = Encoder::new();
+        enc.header(1000, "toyvm");
+        enc.start_time(Timeval {
+            sec: 1_700_000_000,
+            usec: 5,
+        });
+        enc.meta("os", "linux");
+        enc.code_name(8, "toy:main:1:a.toy");
+        enc.code_name(16, "toy:fib:3:a.toy");
+        enc.sample(&[8, 16, 16], 1);
+        enc.trailer(Timeval {
+            sec: 1_700_000_002,
+            usec: 0,
+        });
+        enc.bytes().to_vec()
+    }
+
+    #[test]
+    fn reads_what_the_encoder_writes() {
+        let p = parse_profile(&tiny()).unwrap();
+        assert_eq!(p.period_us, 1000);
+        assert_eq!(p.version, 6);
+        assert_eq!(p.interp, "toyvm");
+        assert_eq!(p.meta_value("os"), Some("linux"));
+        assert_eq!(p.name(16), Some("toy:fib:3:a.toy"));
+        assert_eq!(
+            p.samples,
+            vec![Sample {
+                stack: vec![8, 16, 16],
+                thread: 1
+            }]
+        );
+        assert_eq!(
+            p.start_time,
+            Some(Timeval {
+                sec: 1_700_000_000,
+                usec: 5
+            })
+        );
+        assert_eq!(p.end_time.map(|t| t.sec), Some(1_700_000_002));
+        assert!(p.has_trailer);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_or_a_record_boundary() {
+        let data = tiny();
+        for cut in 0..data.len() {
+            match parse_profile(&data[..cut]) {
+                Ok(p) => assert!(!p.has_trailer),
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
+        }
+        // Cut inside the sample record: a truncation error.
+        let err = parse_profile(&data[..data.len() - 30]).unwrap_err();
+        assert!(matches!(err, ReadError::Truncated { .. }), "{err}");
+    }
+
+    #[test]
+    fn rejects_foreign_files_clearly() {
+        let data = tiny();
+        let err = |bytes: &[u8]| parse_profile(bytes).unwrap_err().to_string();
+        assert!(err(b"hello world, this is not a vmprof profile at all").contains("not a vmprof"));
+        assert!(err(&[0x1f, 0x8b, 0]).contains("gzip"));
+        let mut v = data.clone();
+        v[41] = 0x7f; // version 0x7f06
+        assert!(err(&v).contains("unknown vmprof format version"));
+        let mut v = data.clone();
+        v.truncate(v.len() - 25);
+        v.push(0x04);
+        assert!(err(&v).contains("bad vmprof record marker 0x04"));
+        let mut v = data.clone();
+        v[43] = PROFILE_RPYTHON; // the HEADER's mode byte
+        assert!(matches!(parse_profile(&v), Err(ReadError::RPythonProfile)));
+    }
+}

@@ -1,0 +1,375 @@
+//! The SIGPROF sampler: `enable` / `disable` and the signal handler.
+//!
+//! # How sampling works
+//!
+//! `enable` installs a `SIGPROF` handler (once per process, `SA_RESTART`)
+//! and arms `setitimer(ITIMER_PROF)`, which fires after each `interval` of
+//! CPU time used by the process. The kernel delivers the signal to a thread
+//! that is using the CPU; the handler copies that thread's
+//! [`ShadowStack`] into the static [`SampleRing`]; the writer thread (which
+//! blocks SIGPROF) turns ring entries into file records.
+//!
+//! # Weights: sample counts proportional to CPU time
+//!
+//! Linux checks CPU-time timers on scheduler ticks (`CONFIG_HZ`, often
+//! 250 Hz), so with a 1 ms interval one signal may stand for 4 ms of CPU.
+//! The handler therefore reads the process CPU clock and gives its sample
+//! a weight: the number of whole intervals since the last accounted one
+//! (the remainder carries over; capped at one second's worth). The writer
+//! repeats the record `weight` times, so a profile has one STACKTRACE per
+//! interval of CPU time, whatever the kernel's tick. A signal that comes
+//! before a full interval has passed (e.g. one sent by `kill`) records
+//! nothing.
+//!
+//! # Async-signal safety
+//!
+//! The handler may interrupt any code of the thread, including `malloc`, a
+//! lock holder, or the VM in the middle of a push. It therefore only:
+//!
+//! * loads and stores atomics (the ring, the shadow stack, flags);
+//! * reads thread-local storage declared with a `const` initialiser and no
+//!   destructor (static TLS: an address computation, no lazy setup);
+//! * calls `clock_gettime` (async-signal-safe in POSIX) and `gettid`
+//!   (a bare system call);
+//! * saves and restores `errno`, which those calls may change.
+//!
+//! It never allocates, locks, blocks or panics (all indexing is bounded by
+//! `min`). Two threads may take a signal at once: the ring admits one
+//! producer through an atomic claim, and the loser drops its sample and
+//! counts it. The same thread cannot re-enter, as the kernel blocks
+//! SIGPROF while its handler runs.
+//!
+//! Reading a stack mid-push is safe because of the shadow stack's protocol:
+//! the handler loads the depth first and only then the ids below it, and a
+//! push stores its id before the depth (see [`super::shadow_stack`]).
+//!
+//! # Shutdown
+//!
+//! `disable` stops the timer, clears the sampling flag, then waits until no
+//! handler holds the ring's claim (a handler checks the flag only *after*
+//! claiming, so none can start writing later), then lets the writer thread
+//! drain the rest and write the trailer. The handler stays installed for
+//! the life of the process, doing nothing while sampling is off: restoring
+//! the default action could let a late, still-pending SIGPROF kill the
+//! process.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::VmprofError;
+use super::format::{Encoder, MAX_INTERP_NAME, Timeval};
+use super::ring::SampleRing;
+use super::shadow_stack::{ShadowStack, set_profiling};
+use super::writer::{Preamble, ProfileSummary, WriterThread};
+
+/// The default sampling interval: 1 ms of CPU time.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
+/// The shortest interval `enable` accepts.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
+/// The longest interval `enable` accepts.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(1);
+/// The interpreter name written by [`enable`] when none is given.
+pub const DEFAULT_INTERP_NAME: &str = "perfsupport";
+/// The largest weight of one signal's sample, in intervals of CPU time.
+const MAX_WEIGHT_NS: u64 = 1_000_000_000;
+
+/// Settings of a profiling session, for [`enable_with`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnableOptions {
+    /// CPU time between samples; [`MIN_INTERVAL`]`..=`[`MAX_INTERVAL`].
+    pub interval: Duration,
+    /// The interpreter name in the HEADER record, e.g. `toyvm`: at most 255
+    /// bytes, and not `pypy` (which switches readers to RPython stacks).
+    pub interp_name: String,
+    /// Extra META records. Keys must differ from each other and from the
+    /// ones always written: `os`, `bits`, `interp`, `start_time`,
+    /// `period_us`.
+    pub meta: Vec<(String, String)>,
+}
+
+impl EnableOptions {
+    /// Options with the default interval and no extra meta records.
+    pub fn new(interp_name: &str) -> EnableOptions {
+        EnableOptions {
+            interval: DEFAULT_INTERVAL,
+            interp_name: interp_name.to_owned(),
+            meta: Vec::new(),
+        }
+    }
+}
+
+static RING: SampleRing = SampleRing::new();
+/// Whether the handler records; see the module docs' shutdown protocol.
+static SAMPLING: AtomicBool = AtomicBool::new(false);
+/// The interval in nanoseconds.
+static PERIOD_NS: AtomicU64 = AtomicU64::new(1);
+/// Process CPU time up to which samples have been weighted.
+static ACCOUNTED_CPU_NS: AtomicU64 = AtomicU64::new(0);
+/// Set once the handler is installed (under `SESSION`'s lock).
+static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);
+/// The running session, if any.
+static SESSION: Mutex<Option<WriterThread>> = Mutex::new(None);
+
+/// True between a successful `enable` and the matching `disable`.
+pub fn is_enabled() -> bool {
+    SESSION.lock().is_some()
+}
+
+/// Starts profiling into `file` with a sample every `interval` of CPU time
+/// and the interpreter name [`DEFAULT_INTERP_NAME`] (PyPy's
+/// `rvmprof.enable(fileno, interval)`).
+pub fn enable(file: File, interval: Duration) -> Result<(), VmprofError> {
+    let mut options = EnableOptions::new(DEFAULT_INTERP_NAME);
+    options.interval = interval;
+    enable_with(file, &options)
+}
+
+/// Starts profiling into `file` with `options`.
+///
+/// Fails if a profile is already being recorded, or on bad options, or if
+/// the signal handler or timer cannot be set up. Write errors on `file`
+/// surface at [`disable`].
+pub fn enable_with(file: File, options: &EnableOptions) -> Result<(), VmprofError> {
+    let preamble = encode_preamble(options)?;
+    let mut session = SESSION.lock();
+    if session.is_some() {
+        return Err(VmprofError::AlreadyEnabled);
+    }
+    install_handler_once()?;
+    // No producer can run (sampling is off) and no consumer exists.
+    RING.reset();
+    let writer = WriterThread::spawn(file, preamble, &RING).map_err(|source| VmprofError::Io {
+        context: "starting the writer thread",
+        source,
+    })?;
+    let period_ns = u64::try_from(options.interval.as_nanos()).unwrap_or(u64::MAX);
+    PERIOD_NS.store(period_ns, Ordering::SeqCst);
+    ACCOUNTED_CPU_NS.store(process_cpu_ns(), Ordering::SeqCst);
+    SAMPLING.store(true, Ordering::SeqCst);
+    set_profiling(true);
+    if let Err(error) = set_timer(options.interval) {
+        stop_sampling();
+        // The writer still closes the file; its result is moot.
+        let _ = writer.finish();
+        return Err(error);
+    }
+    *session = Some(writer);
+    Ok(())
+}
+
+/// Stops profiling: stops the timer, writes the remaining samples, the
+/// names and the trailer, and closes the file. Returns what was written, or
+/// the first write error.
+pub fn disable() -> Result<ProfileSummary, VmprofError> {
+    let mut session = SESSION.lock();
+    let writer = session.take().ok_or(VmprofError::NotEnabled)?;
+    // Stopping the timer cannot fail with valid arguments; sampling is off
+    // below either way, so a stray signal records nothing.
+    let _ = set_timer(Duration::ZERO);
+    stop_sampling();
+    match writer.finish() {
+        Ok(Ok(summary)) => Ok(summary),
+        Ok(Err(source)) => Err(VmprofError::Io {
+            context: "writing the profile",
+            source,
+        }),
+        Err(()) => Err(VmprofError::WriterPanicked),
+    }
+}
+
+/// Clears the flags and waits until no handler can touch the ring.
+fn stop_sampling() {
+    set_profiling(false);
+    SAMPLING.store(false, Ordering::SeqCst);
+    // A handler holds the claim for a few microseconds at most.
+    while RING.is_claimed() {
+        std::thread::yield_now();
+    }
+}
+
+fn encode_preamble(options: &EnableOptions) -> Result<Preamble, VmprofError> {
+    let interval = options.interval;
+    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
+        return Err(VmprofError::InvalidInterval(interval));
+    }
+    let interp = options.interp_name.as_str();
+    if interp.len() > MAX_INTERP_NAME || interp.eq_ignore_ascii_case("pypy") {
+        return Err(VmprofError::InvalidInterpName(interp.to_owned()));
+    }
+    let start = Timeval::now();
+    let period_us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
+    let builtin = [
+        ("os", std::env::consts::OS.to_owned()),
+        ("bits", (usize::BITS).to_string()),
+        ("interp", interp.to_owned()),
+        ("start_time", format!("{}.{:06}", start.sec, start.usec)),
+        ("period_us", period_us.to_string()),
+    ];
+    let mut keys: Vec<&str> = builtin.iter().map(|(key, _)| *key).collect();
+    for (key, _) in &options.meta {
+        if keys.contains(&key.as_str()) {
+            return Err(VmprofError::DuplicateMetaKey(key.clone()));
+        }
+        keys.push(key);
+    }
+    let mut encoder = Encoder::new();
+    encoder.header(period_us, interp);
+    encoder.start_time(start);
+    for (key, value) in &builtin {
+        encoder.meta(key, value);
+    }
+    for (key, value) in &options.meta {
+        encoder.meta(key, value);
+    }
+    Ok(Preamble {
+        bytes: encoder.bytes().to_vec(),
+    })
+}
+
+fn install_handler_once() -> Result<(), VmprofError> {
+    if HANDLER_INSTALLED.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    // SAFETY: `action` is fully initialised (zeroed, then the handler, an
+    // empty mask and the flags); `on_sigprof` has the C signature of a plain
+    // handler and is async-signal-safe (see the module docs).
+    let result = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigprof as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut())
+    };
+    if result != 0 {
+        return Err(VmprofError::Os {
+            call: "sigaction(SIGPROF)",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    HANDLER_INSTALLED.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Arms `ITIMER_PROF` with `interval` (zero disarms it).
+fn set_timer(interval: Duration) -> Result<(), VmprofError> {
+    let tv = libc::timeval {
+        tv_sec: interval.as_secs() as libc::time_t,
+        tv_usec: libc::suseconds_t::from(interval.subsec_micros() as i32),
+    };
+    let timer = libc::itimerval {
+        it_interval: tv,
+        it_value: tv,
+    };
+    // SAFETY: `timer` is a valid itimerval; the old value is not requested.
+    let result = unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) };
+    if result != 0 {
+        return Err(VmprofError::Os {
+            call: "setitimer(ITIMER_PROF)",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+/// CPU time used by the process, in nanoseconds. Async-signal-safe.
+fn process_cpu_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid out-parameter; clock_gettime is
+    // async-signal-safe.
+    let result = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    if result != 0 {
+        return 0;
+    }
+    (now.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec as u64)
+}
+
+/// The SIGPROF handler. Async-signal-safe; see the module docs.
+extern "C" fn on_sigprof(_signal: libc::c_int) {
+    // SAFETY: __errno_location returns this thread's errno slot, always
+    // valid; saving and restoring it keeps the interrupted code's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    sample_current_thread();
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+fn sample_current_thread() {
+    if !RING.try_claim() {
+        RING.count_busy_drop();
+        return;
+    }
+    // Checked after claiming, so `stop_sampling` can wait for the claim.
+    if SAMPLING.load(Ordering::SeqCst) {
+        record_claimed();
+    }
+    RING.release_claim();
+}
+
+/// Records the current thread's stack; the caller holds the ring's claim,
+/// which also serialises the CPU-time accounting.
+fn record_claimed() {
+    let period = PERIOD_NS.load(Ordering::Relaxed).max(1);
+    let now = process_cpu_ns();
+    let accounted = ACCOUNTED_CPU_NS.load(Ordering::Relaxed);
+    let elapsed = now.saturating_sub(accounted);
+    let periods = elapsed / period;
+    if periods == 0 {
+        return;
+    }
+    let max_periods = (MAX_WEIGHT_NS / period).max(1);
+    let weight = periods.min(max_periods);
+    let new_accounted = if periods > max_periods {
+        now
+    } else {
+        accounted + periods * period
+    };
+    ACCOUNTED_CPU_NS.store(new_accounted, Ordering::Relaxed);
+    ShadowStack::with_current(|stack| {
+        let depth = stack.stored_depth();
+        if depth == 0 {
+            // Not running VM code: no empty samples (readers would count
+            // them towards the root).
+            return;
+        }
+        // SAFETY: gettid has no preconditions.
+        let thread_id = unsafe { libc::gettid() } as usize;
+        RING.push_with(weight as usize, thread_id, depth, |i| stack.id_at(i));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_options_are_rejected_before_anything_starts() {
+        let file = || File::open("/dev/null").unwrap();
+        let mut options = EnableOptions::new("toyvm");
+        options.interval = Duration::from_micros(1);
+        assert!(matches!(
+            enable_with(file(), &options),
+            Err(VmprofError::InvalidInterval(_))
+        ));
+        options.interval = DEFAULT_INTERVAL;
+        options.interp_name = "PyPy".into();
+        assert!(matches!(
+            enable_with(file(), &options),
+            Err(VmprofError::InvalidInterpName(_))
+        ));
+        options.interp_name = "toyvm".into();
+        options.meta = vec![("interp".into(), "x".into())];
+        assert!(matches!(
+            enable_with(file(), &options),
+            Err(VmprofError::DuplicateMetaKey(_))
+        ));
+        assert!(!is_enabled());
+    }
+}
