@@ -18,7 +18,11 @@ use std::time::{Duration, Instant};
 const CODE_SIZE: usize = 108;
 
 fn cie() -> CommonInformationEntry {
-    let encoding = Encoding { address_size: 8, format: Format::Dwarf32, version: 1 };
+    let encoding = Encoding {
+        address_size: 8,
+        format: Format::Dwarf32,
+        version: 1,
+    };
     let mut cie = CommonInformationEntry::new(encoding, 1, -8, X86_64::RA);
     cie.add_instruction(CallFrameInstruction::Cfa(X86_64::RSP, 8));
     cie.add_instruction(CallFrameInstruction::Offset(X86_64::RA, -8));
@@ -37,7 +41,12 @@ fn fde() -> FrameDescriptionEntry {
 
 fn lines() -> Vec<LineEntry<'static>> {
     (0..8)
-        .map(|i| LineEntry { offset: i * 13, file: "examples/scripts/fib.toy", line: 3 + i, column: 5 })
+        .map(|i| LineEntry {
+            offset: i * 13,
+            file: "examples/scripts/fib.toy",
+            line: 3 + i,
+            column: 5,
+        })
         .collect()
 }
 
@@ -61,9 +70,13 @@ fn jitdump_region(c: &mut Criterion) {
     let (cie, fde, lines) = (cie(), fde(), lines());
     c.bench_function("jitdump: one region with unwind + 8 line rows", |b| {
         b.iter_custom(|iters| {
-            let dump = JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
+            let dump =
+                JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
             let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode)
-                .with_unwind(UnwindInfo { cie: &cie, fde: &fde })
+                .with_unwind(UnwindInfo {
+                    cie: &cie,
+                    fde: &fde,
+                })
                 .with_lines(&lines);
             let started = Instant::now();
             for _ in 0..iters {
@@ -73,8 +86,11 @@ fn jitdump_region(c: &mut Criterion) {
         })
     });
     c.bench_function("unwind: perf payload only (eh_frame + hdr)", |b| {
-        let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode)
-            .with_unwind(UnwindInfo { cie: &cie, fde: &fde });
+        let region =
+            CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode).with_unwind(UnwindInfo {
+                cie: &cie,
+                fde: &fde,
+            });
         b.iter(|| PerfUnwindData::for_region(black_box(&region)).expect("build"))
     });
 }

@@ -1,0 +1,107 @@
+//! Helpers shared by the end-to-end tests: run the `toyvm` binary with a
+//! time limit, and spread independent runs over the machine's cores.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one `toyvm` run may take before the test calls it a hang.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The outcome of one `toyvm` run.
+#[derive(Debug)]
+pub struct ToyRun {
+    pub stdout: String,
+    pub stderr: String,
+    /// `None` if the process was killed by a signal (a crash) or timed out.
+    pub status: Option<i32>,
+}
+
+/// The repository root (the tests run scripts by paths relative to it).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `toyvm ARGS...` in the repository root and collects its output.
+pub fn toyvm(args: &[&str]) -> ToyRun {
+    toyvm_in(&repo_root(), args, &[])
+}
+
+/// Runs `toyvm ARGS...` in `dir` with extra environment variables.
+pub fn toyvm_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> ToyRun {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
+        .args(args)
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toyvm");
+    // Drain both pipes on threads so a chatty child never blocks on a full pipe.
+    let mut out = child.stdout.take().expect("stdout pipe");
+    let mut err = child.stderr.take().expect("stderr pipe");
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        out.read_to_end(&mut buf).map(|_| buf)
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        err.read_to_end(&mut buf).map(|_| buf)
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for toyvm") {
+            break status.code();
+        }
+        if start.elapsed() > RUN_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let stdout = out_reader
+        .join()
+        .expect("stdout thread")
+        .expect("read stdout");
+    let stderr = err_reader
+        .join()
+        .expect("stderr thread")
+        .expect("read stderr");
+    ToyRun {
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        status,
+    }
+}
+
+/// Applies `f` to every item on all cores, keeping the input order.
+pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    *results[i].lock().expect("result slot") = Some(f(item));
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .expect("result slot")
+                .expect("every item ran")
+        })
+        .collect()
+}

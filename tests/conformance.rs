@@ -1,0 +1,175 @@
+//! The conformance suite: every `tests/conformance/**/*.toy` program, run
+//! with `toyvm run` in every tier, must produce exactly the stdout, stderr
+//! lines and exit status written in its comments:
+//!
+//! ```text
+//! //> LINE        one expected stdout line, in order; all of stdout must match
+//! //>             (alone) an empty stdout line
+//! //! TEXT        stderr contains TEXT; several `//!` must appear in this order
+//! //? exit N      expected exit status (default: 1 if there is a `//!`, else 0)
+//! //? args A B    arguments after the script path
+//! ```
+//!
+//! All tiers must agree (LANGUAGE.md: identical stdout, stderr and exit
+//! status), so each program's complete stderr is also compared across tiers.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{ToyRun, repo_root, toyvm};
+
+/// The tiers every program runs in: the flags given to `toyvm run`.
+/// The JIT issue adds the default tier and `--jit-threshold 0` here.
+const TIERS: &[&[&str]] = &[&["--no-jit"]];
+
+/// What a program's comments say it must do.
+#[derive(Debug, Default)]
+struct Expectation {
+    stdout: Vec<String>,
+    stderr: Vec<String>,
+    exit: Option<i32>,
+    args: Vec<String>,
+}
+
+impl Expectation {
+    fn parse(source: &str) -> Result<Expectation, String> {
+        let mut exp = Expectation::default();
+        for (number, line) in source.lines().enumerate() {
+            let line = line.trim_start();
+            if let Some(rest) = line.strip_prefix("//>") {
+                exp.stdout
+                    .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+            } else if let Some(rest) = line.strip_prefix("//!") {
+                exp.stderr
+                    .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+            } else if let Some(rest) = line.strip_prefix("//?") {
+                let mut words = rest.split_whitespace();
+                match words.next() {
+                    Some("exit") => {
+                        let code = words.next().and_then(|w| w.parse().ok());
+                        exp.exit = Some(code.ok_or(format!("line {}: bad exit", number + 1))?);
+                    }
+                    Some("args") => exp.args = words.map(str::to_string).collect(),
+                    other => return Err(format!("line {}: unknown //? {other:?}", number + 1)),
+                }
+            }
+        }
+        Ok(exp)
+    }
+
+    fn exit_status(&self) -> i32 {
+        self.exit
+            .unwrap_or(if self.stderr.is_empty() { 0 } else { 1 })
+    }
+
+    /// Every mismatch between this expectation and one run, as readable lines.
+    fn check(&self, run: &ToyRun) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut expected_stdout = self.stdout.join("\n");
+        if !self.stdout.is_empty() {
+            expected_stdout.push('\n');
+        }
+        if run.stdout != expected_stdout {
+            problems.push(format!(
+                "stdout differs\n--- expected\n{expected_stdout}--- actual\n{}",
+                run.stdout
+            ));
+        }
+        let mut rest = run.stderr.as_str();
+        for needle in &self.stderr {
+            match rest.find(needle.as_str()) {
+                Some(at) => rest = &rest[at + needle.len()..],
+                None => problems.push(format!(
+                    "stderr lacks (in order) {needle:?}\n--- stderr\n{}",
+                    run.stderr
+                )),
+            }
+        }
+        if self.stderr.is_empty() && !run.stderr.is_empty() {
+            problems.push(format!("unexpected stderr\n{}", run.stderr));
+        }
+        if run.status != Some(self.exit_status()) {
+            problems.push(format!(
+                "exit status {:?}, expected {}",
+                run.status,
+                self.exit_status()
+            ));
+        }
+        problems
+    }
+}
+
+fn programs(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            programs(&path, out);
+        } else if path.extension().is_some_and(|ext| ext == "toy") {
+            out.push(path);
+        }
+    }
+}
+
+/// Runs one program in every tier; returns its failures.
+fn run_program(root: &Path, path: &Path) -> Vec<String> {
+    let relative = path.strip_prefix(root).expect("program under the repo");
+    let name = relative.to_string_lossy().into_owned();
+    let source = std::fs::read_to_string(path).expect("readable program");
+    let exp = match Expectation::parse(&source) {
+        Ok(exp) => exp,
+        Err(e) => return vec![format!("{name}: {e}")],
+    };
+    let mut failures = Vec::new();
+    let mut first_stderr: Option<(String, String)> = None;
+    for tier in TIERS {
+        let mut argv: Vec<&str> = vec!["run"];
+        argv.extend_from_slice(tier);
+        argv.push(&name);
+        argv.extend(exp.args.iter().map(String::as_str));
+        let run = toyvm(&argv);
+        let tier_name = tier.join(" ");
+        for problem in exp.check(&run) {
+            failures.push(format!("{name} [{tier_name}]: {problem}"));
+        }
+        match &first_stderr {
+            None => first_stderr = Some((tier_name, run.stderr)),
+            Some((first_tier, stderr)) if *stderr != run.stderr => failures.push(format!(
+                "{name}: stderr of [{tier_name}] differs from [{first_tier}]\n{}\n---\n{stderr}",
+                run.stderr
+            )),
+            Some(_) => {}
+        }
+    }
+    failures
+}
+
+#[test]
+fn conformance_suite() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    programs(&root.join("tests/conformance"), &mut files);
+    assert!(
+        files.len() >= 100,
+        "expected the whole suite, found only {} programs",
+        files.len()
+    );
+    let failures = common::parallel_map(&files, |path| run_program(&root, path));
+    let failures: Vec<String> = failures.into_iter().flatten().collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} conformance checks failed:\n\n{}",
+        failures.len(),
+        files.len() * TIERS.len(),
+        failures.join("\n\n")
+    );
+    eprintln!(
+        "conformance: {} programs x {} tiers passed",
+        files.len(),
+        TIERS.len()
+    );
+}
