@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 
+// ANCHOR: monotonic_ns
 /// Current CLOCK_MONOTONIC time in nanoseconds.
 ///
 /// jitdump timestamps must use the clock `perf record -k 1` (CLOCK_MONOTONIC)
@@ -22,6 +23,7 @@ pub(crate) fn monotonic_ns() -> u64 {
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
 }
+// ANCHOR_END: monotonic_ns
 
 /// Kernel thread id of the calling thread (what jitdump's `tid` field means).
 pub(crate) fn current_tid() -> u32 {
@@ -42,6 +44,7 @@ pub(crate) struct MarkerMapping {
 }
 
 impl MarkerMapping {
+    // ANCHOR: marker_map
     /// Maps the first page of `file` (which must be open for reading).
     pub(crate) fn map(file: &File) -> io::Result<MarkerMapping> {
         // SAFETY: sysconf has no preconditions.
@@ -66,6 +69,7 @@ impl MarkerMapping {
             address: address as usize,
         })
     }
+    // ANCHOR_END: marker_map
 
     /// Where the marker page is mapped.
     pub(crate) fn address(&self) -> usize {

@@ -236,6 +236,7 @@ impl ProfilerSink for PerfMap {
         "perf map"
     }
 
+    // ANCHOR: perf_map_register
     fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
         validate_batch(regions)?;
         let mut state = self.state.lock();
@@ -258,6 +259,7 @@ impl ProfilerSink for PerfMap {
             None => with_context(err, "cannot write", Path::new("perf map")),
         })
     }
+    // ANCHOR_END: perf_map_register
 
     fn finish(&self) -> io::Result<()> {
         let mut state = self.state.lock();

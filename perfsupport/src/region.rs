@@ -66,6 +66,7 @@ pub struct LineEntry<'a> {
     pub column: u32,
 }
 
+// ANCHOR: code_region
 /// One region of generated machine code, described for profilers.
 ///
 /// # Contract
@@ -90,6 +91,7 @@ pub struct CodeRegion<'a> {
     /// Line table rows sorted by `offset`, each offset inside the code; may be empty.
     pub lines: &'a [LineEntry<'a>],
 }
+// ANCHOR_END: code_region
 
 impl<'a> CodeRegion<'a> {
     /// A region with no unwind information and no line table.

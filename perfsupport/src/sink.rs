@@ -6,6 +6,7 @@ use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+// ANCHOR: profiler_sink
 /// A destination for code-region descriptions: a perf map, a jitdump, a
 /// VMProf-style registry, ...
 ///
@@ -37,6 +38,7 @@ pub trait ProfilerSink: Send + Sync {
     /// The I/O error of the final write or flush.
     fn finish(&self) -> io::Result<()>;
 }
+// ANCHOR_END: profiler_sink
 
 /// A sink that failed and was switched off by [`Profilers`].
 #[derive(Debug)]

@@ -177,6 +177,7 @@ pub fn perf_unwind_data_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> 
     Ok(data.bytes.len() as u64)
 }
 
+// ANCHOR: reserved_region_size
 /// Bytes the VM must reserve for a region so that the range perf maps for it,
 /// `[start, start + ALIGN8(code_size) + mapped_size)`, never overlaps the next
 /// region: `ALIGN16(ALIGN8(code_size) + unwind_data_size)`.
@@ -195,6 +196,7 @@ pub fn reserved_region_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> i
     let unpadded = align_up(code_size, 8) + unwind_size;
     Ok(align_up(unpadded, 16))
 }
+// ANCHOR_END: reserved_region_size
 
 /// Builds a whole `.eh_frame` section for libgcc's `__register_frame`: for
 /// each region that has unwind information, a CIE and an FDE with absolute
@@ -235,6 +237,7 @@ enum FdeBase {
     AnyAddress,
 }
 
+// ANCHOR: build_perf
 /// Builds the perf payload; see [`PerfUnwindData::build`].
 fn build_perf(
     code_size: u64,
@@ -270,7 +273,9 @@ fn build_perf(
     let mapped_size = bytes.len() as u64;
     Ok(PerfUnwindData { bytes, mapped_size })
 }
+// ANCHOR_END: build_perf
 
+// ANCHOR: header_only
 /// The V8-style header with no FDE: unwinders fall back to frame pointers.
 fn header_only() -> PerfUnwindData {
     let mut bytes = vec![0; EH_FRAME_HDR_SIZE];
@@ -280,6 +285,7 @@ fn header_only() -> PerfUnwindData {
         mapped_size: 0,
     }
 }
+// ANCHOR_END: header_only
 
 /// Writes one CIE and one FDE with the FDE address encoded as
 /// `fde_encoding`, appending to `writer` (shared by both layouts).
@@ -410,6 +416,7 @@ impl Writer for LayoutWriter {
         self.out.write_at(offset, bytes)
     }
 
+    // ANCHOR: write_eh_pointer
     fn write_eh_pointer(
         &mut self,
         address: Address,
@@ -435,6 +442,7 @@ impl Writer for LayoutWriter {
         self.fde_length_at = Some((self.len(), 4));
         Ok(())
     }
+    // ANCHOR_END: write_eh_pointer
 
     /// gimli uses this instead of `write_eh_pointer` when the CIE's FDE
     /// encoding is `absptr` (the `__register_frame` layout).

@@ -48,6 +48,7 @@ pub type Reg = u8;
 /// Most typed registers plus call-area slots one function may use.
 pub const MAX_REGS: usize = 256;
 
+// ANCHOR: op_intro
 /// One bytecode instruction. Field names: `dst` is written, `a`/`b`/`src`
 /// are read, `imm` is an immediate, `k` a constant-pool index, `target` an
 /// instruction index in the same function.
@@ -70,6 +71,7 @@ pub enum Op {
         dst: Reg,
         k: u16,
     },
+    // ANCHOR_END: op_intro
 
     // --- int arithmetic (wrapping) ---
     AddI {
@@ -268,12 +270,14 @@ pub enum Op {
         a: Reg,
         target: u32,
     },
+    // ANCHOR: op_fused_branch
     /// Fused compare-and-branch: jump unless `a < b` (ints).
     JmpIfNotLtI {
         a: Reg,
         b: Reg,
         target: u32,
     },
+    // ANCHOR_END: op_fused_branch
     JmpIfNotLeI {
         a: Reg,
         b: Reg,
@@ -342,6 +346,7 @@ pub enum Op {
         b: Reg,
         target: u32,
     },
+    // ANCHOR: op_for_and_call
     /// `for` loop entry: jump to `target` (the loop exit) unless
     /// `counter < end`.
     ForPrep {
@@ -372,6 +377,7 @@ pub enum Op {
     },
     /// Return from a function without a value.
     ReturnVoid,
+    // ANCHOR_END: op_for_and_call
 
     // --- strings ---
     /// `dst = a + b` (new string).
@@ -1039,6 +1045,7 @@ pub enum Const {
     Str(u32),
 }
 
+// ANCHOR: function_struct
 /// One compiled function (the script body is one too, named `<main>`).
 #[derive(Clone, Debug)]
 pub struct Function {
@@ -1064,6 +1071,7 @@ pub struct Function {
     /// Source position of each instruction in `code`.
     pub spans: Vec<Span>,
 }
+// ANCHOR_END: function_struct
 
 impl Function {
     /// Number of typed registers (= where the call area starts).

@@ -19,6 +19,7 @@ use crate::runtime::{
     EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins,
 };
 
+// ANCHOR: interp_entry
 /// The interpreter's entry point for function `func` (see the entry ABI in
 /// [`crate::runtime`]).
 ///
@@ -43,6 +44,7 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         status
     }
 }
+// ANCHOR_END: interp_entry
 
 /// Checks that `interp_entry` has the ABI type (compile-time only).
 const _: EntryFn = interp_entry;
@@ -278,6 +280,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     }
                 }
 
+                // ANCHOR: call_op
                 Op::Call {
                     func: callee,
                     base,
@@ -294,6 +297,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     }
                     reg!(dst) = reg!(base);
                 }
+                // ANCHOR_END: call_op
                 Op::Return { src } => {
                     reg!(0) = reg!(src);
                     return STATUS_OK;

@@ -128,6 +128,7 @@ pub(crate) fn put_header(out: &mut Vec<u8>, pid: u32, timestamp: u64) {
     put_u64(out, 0);
 }
 
+// ANCHOR: put_debug_info
 /// Appends a DEBUG_INFO record for `region` (which must have line entries).
 pub(crate) fn put_debug_info(out: &mut Vec<u8>, region: &CodeRegion<'_>, timestamp: u64) {
     let start = out.len();
@@ -149,6 +150,7 @@ pub(crate) fn put_debug_info(out: &mut Vec<u8>, region: &CodeRegion<'_>, timesta
     }
     finish_record(out, start, 8);
 }
+// ANCHOR_END: put_debug_info
 
 fn put_debug_entry(out: &mut Vec<u8>, address: u64, line: u32, column: u32, file: &str) {
     put_u64(out, address);
@@ -178,6 +180,7 @@ pub(crate) struct CodeLoad<'a> {
     pub(crate) region: &'a CodeRegion<'a>,
 }
 
+// ANCHOR: put_code_load
 /// Appends a CODE_LOAD record: the code is copied and the marker XORed into
 /// the copy's last bytes (see [`apply_build_id_marker`]).
 pub(crate) fn put_code_load(out: &mut Vec<u8>, load: &CodeLoad<'_>, timestamp: u64) {
@@ -198,6 +201,7 @@ pub(crate) fn put_code_load(out: &mut Vec<u8>, load: &CodeLoad<'_>, timestamp: u
     apply_build_id_marker(&mut out[code_start..], load.build_id_marker);
     finish_record(out, start, 1);
 }
+// ANCHOR_END: put_code_load
 
 /// Appends a CLOSE record.
 pub(crate) fn put_close(out: &mut Vec<u8>, timestamp: u64) {
@@ -206,6 +210,7 @@ pub(crate) fn put_close(out: &mut Vec<u8>, timestamp: u64) {
     finish_record(out, start, 1);
 }
 
+// ANCHOR: build_id_marker
 /// XORs `marker` (little-endian) into the last `min(8, code.len())` bytes.
 ///
 /// Newer perf derives each `jitted-*.so` build-id from the code bytes only,
@@ -220,6 +225,7 @@ pub fn apply_build_id_marker(code: &mut [u8], marker: u64) {
         *byte ^= mask;
     }
 }
+// ANCHOR_END: build_id_marker
 
 fn put_record_header(out: &mut Vec<u8>, id: RecordId, timestamp: u64) {
     put_u32(out, id as u32);

@@ -189,6 +189,7 @@ impl ProfilerSink for JitDump {
         "jitdump"
     }
 
+    // ANCHOR: jitdump_register
     fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
         validate_batch(regions)?;
         // Unwind payloads are pure computation: build them outside the lock.
@@ -235,6 +236,7 @@ impl ProfilerSink for JitDump {
         }
         Ok(())
     }
+    // ANCHOR_END: jitdump_register
 
     fn finish(&self) -> io::Result<()> {
         let mut state = self.state.lock();
@@ -261,6 +263,7 @@ impl JitDump {
     }
 }
 
+// ANCHOR: dump_path
 /// `<dir>/jit-<pid>.dump`, refusing directories perf would misread.
 fn dump_path_in(dir: &Path) -> io::Result<PathBuf> {
     let path = std::path::absolute(dir.join(format!("jit-{}.dump", std::process::id())))?;
@@ -275,6 +278,7 @@ fn dump_path_in(dir: &Path) -> io::Result<PathBuf> {
     }
     Ok(path)
 }
+// ANCHOR_END: dump_path
 
 /// SplitMix64 finalizer: spreads every input bit over all output bytes, so
 /// consecutive code indices give unrelated markers.

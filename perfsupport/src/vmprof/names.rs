@@ -17,6 +17,7 @@ pub const MAX_CLASS_PREFIX: usize = 64;
 /// What replaces a `:` inside a function or file name.
 pub const COLON_REPLACEMENT: char = '_';
 
+// ANCHOR: code_name
 /// Builds `class:func_name:line:file`, sanitised and capped at
 /// [`MAX_CODE_NAME`] bytes.
 ///
@@ -41,6 +42,7 @@ pub fn code_name(class: &str, func_name: &str, line: u32, file: &str) -> String 
     };
     format!("{class}:{func}:{line}:{file}")
 }
+// ANCHOR_END: code_name
 
 /// Whether `prefix` can be a code-object class: non-empty, at most
 /// [`MAX_CLASS_PREFIX`] bytes, no colon, no control character.

@@ -88,6 +88,7 @@ pub fn register_code_object_class(prefix: &str) -> Result<CodeClass, VmprofError
     })
 }
 
+// ANCHOR: register_code
 /// Gives the code object owning `cell` a unique id and the name
 /// `class:func_name:line:file` (see [`super::code_name`] for the
 /// sanitising rules), and returns the id.
@@ -108,6 +109,7 @@ pub fn register_code(
         CodeId(FIRST_CODE_ID + (names.len() - 1) * CODE_ID_STEP)
     })
 }
+// ANCHOR_END: register_code
 
 /// The id [`register_code`] gave to `cell`, or `None` if it was never
 /// registered (PyPy answers 0).

@@ -95,6 +95,7 @@ impl SampleRing {
         self.dropped_busy.load(Ordering::Relaxed)
     }
 
+    // ANCHOR: ring_push
     /// Appends one sample whose `len` ids, root first, are `id_at(0)`,
     /// `id_at(1)`, …; the caller holds the claim. Returns false (and counts a
     /// drop) when the ring is too full. Async-signal-safe if `id_at` is.
@@ -125,6 +126,7 @@ impl SampleRing {
             .store(head.wrapping_add(needed), Ordering::Release);
         true
     }
+    // ANCHOR_END: ring_push
 
     /// Appends one sample given as a slice, root first; see
     /// [`SampleRing::push_with`].

@@ -291,6 +291,7 @@ fn process_cpu_ns() -> u64 {
         .saturating_add(now.tv_nsec as u64)
 }
 
+// ANCHOR: sigprof_handler
 /// The SIGPROF handler. Async-signal-safe; see the module docs.
 extern "C" fn on_sigprof(_signal: libc::c_int) {
     // SAFETY: __errno_location returns this thread's errno slot, always
@@ -344,6 +345,7 @@ fn record_claimed() {
         RING.push_with(weight as usize, thread_id, depth, |i| stack.id_at(i));
     });
 }
+// ANCHOR_END: sigprof_handler
 
 #[cfg(test)]
 mod tests {

@@ -55,6 +55,7 @@ pub const SHADOW_STACK_DEPTH_OFFSET: usize = offset_of!(ShadowStack, depth);
 /// Byte offset of `ids[0]` in [`ShadowStack`]; `ids[i]` is at `+ 8 i`.
 pub const SHADOW_STACK_IDS_OFFSET: usize = offset_of!(ShadowStack, ids);
 
+// ANCHOR: shadow_stack_struct
 /// One thread's stack of running code ids; see the module docs for the
 /// layout and the push/pop protocol.
 #[repr(C)]
@@ -62,6 +63,7 @@ pub struct ShadowStack {
     depth: AtomicUsize,
     ids: [AtomicUsize; SHADOW_STACK_CAPACITY],
 }
+// ANCHOR_END: shadow_stack_struct
 
 // The layout JIT code relies on.
 const _: () = assert!(SHADOW_STACK_DEPTH_OFFSET == 0);
@@ -114,6 +116,7 @@ impl ShadowStack {
         CURRENT.with(|stack| stack as *const ShadowStack)
     }
 
+    // ANCHOR: push_pop
     /// Enters a frame running code `id`.
     #[inline]
     pub fn push(&self, id: CodeId) {
@@ -133,6 +136,7 @@ impl ShadowStack {
         let depth = self.depth.load(Ordering::Relaxed);
         self.depth.store(depth.saturating_sub(1), Ordering::Relaxed);
     }
+    // ANCHOR_END: push_pop
 
     /// Frames entered and not left (may exceed [`SHADOW_STACK_CAPACITY`]).
     pub fn depth(&self) -> usize {
@@ -170,6 +174,7 @@ impl ShadowStack {
     }
 }
 
+// ANCHOR: execute_code
 /// Marks the current thread as running code `id` until the guard drops:
 /// the Rust form of PyPy's `vmprof_execute_code` decorator.
 ///
@@ -188,6 +193,7 @@ pub fn vmprof_execute_code(id: CodeId) -> ExecuteCodeGuard {
         _not_send: PhantomData,
     }
 }
+// ANCHOR_END: execute_code
 
 /// Pops the frame pushed by [`vmprof_execute_code`] when dropped. Bound to
 /// the thread that created it.

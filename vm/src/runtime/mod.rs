@@ -55,6 +55,7 @@ use crate::bytecode::{Const, Module, Op};
 use heap::Heap;
 use region::Region;
 
+// ANCHOR: entry_abi
 /// The calling convention of every Toy function (see the module docs).
 pub type EntryFn = unsafe extern "C" fn(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32;
 
@@ -70,6 +71,7 @@ pub struct FrameRecord {
     pub base: *mut u64,
     pub func: u32,
 }
+// ANCHOR_END: entry_abi
 
 /// What the interpreter needs about a function, resolved once per VM.
 pub struct FnRuntime {
@@ -112,6 +114,7 @@ impl Output<'_> {
     }
 }
 
+// ANCHOR: vm_struct
 /// The VM context passed (as a raw pointer) to every entry. The fields the
 /// JIT touches come first, `#[repr(C)]`.
 #[repr(C)]
@@ -126,6 +129,7 @@ pub struct Vm<'m> {
     pub stack_base: *mut u64,
     /// Entry point of every function, indexed like `module.functions`.
     pub entries: Vec<EntryFn>,
+    // ANCHOR_END: vm_struct
     /// Per-function data for the interpreter.
     pub funcs: Vec<FnRuntime>,
     pub module: &'m Module,
