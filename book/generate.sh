@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# book/generate.sh: regenerate the command output the book shows.
+#
+# Every chapter that shows output includes a file from book/src/generated/
+# ({{#include generated/NAME.txt}}). This script runs the real commands and
+# writes those files; commit them together with the change that altered them.
+#
+#   book/generate.sh            # from anywhere inside the repository
+#
+# What it runs (from the repository root, so paths print as book/examples/...):
+#   * cargo build --release, then `toyvm run` / `toyvm check` / `toyvm disasm`
+#     on the scripts in book/examples/ and examples/scripts/;
+#   * the perfsupport end-to-end test binary in its child mode, which registers
+#     one hand-written x86-64 region with the perf map and jitdump sinks; the
+#     perf map and the jitdump it writes are printed (the dump decoded by the
+#     small Python reader below);
+#   * if `perf` and `readelf` work: the same child under `perf record -k 1`,
+#     `perf inject --jit`, `readelf` of the injected object and a perf report.
+#     Without them, the perf files already in book/src/generated/ are kept.
+#
+# The output is stable, so re-running the script changes nothing unless the
+# code changed: pids, thread ids, timestamps and runtime addresses are replaced
+# by placeholders (PID, TID, TIME, ADDR...) with sed or in the decoder, and no
+# timing is printed. The script is idempotent: it only writes
+# book/src/generated/*.txt and cleans up its scratch directory, the perf map
+# it causes in /tmp, and perf's build-id cache (kept in the scratch directory).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT="$ROOT/book/src/generated"
+cd "$ROOT"
+mkdir -p "$OUT"
+
+echo "generate.sh: building (release)" >&2
+cargo build --release --quiet
+TOYVM="$ROOT/target/release/toyvm"
+
+# run_toy FILE.txt CMD...: the command line, its stdout+stderr, its exit status.
+run_toy() {
+    local file=$1
+    shift
+    {
+        echo "\$ toyvm $*"
+        "$TOYVM" "$@" 2>&1 && status=0 || status=$?
+        echo "[exit status $status]"
+    } >"$OUT/$file"
+}
+
+# --- The Toy language ---------------------------------------------------------
+run_toy tour.txt run book/examples/tour.toy
+run_toy parse.txt run book/examples/parse.toy
+run_toy depth.txt run --max-depth 100 book/examples/depth.toy
+run_toy runtime-error.txt run examples/scripts/errors.toy
+{
+    for script in book/examples/errors/*.toy; do
+        echo "\$ toyvm check $script"
+        "$TOYVM" check "$script" 2>&1 && status=0 || status=$?
+        echo "[exit status $status]"
+        echo
+    done
+} >"$OUT/compile-errors.txt"
+
+# --- Bytecode -----------------------------------------------------------------
+run_toy disasm-sum.txt disasm book/examples/sum.toy
+run_toy disasm-fib.txt disasm examples/scripts/fib.toy
+
+# --- perfsupport: the end-to-end test binary as a tiny "VM" ---------------------
+echo "generate.sh: building the perfsupport end-to-end binary" >&2
+E2E=$(cargo test --release --quiet -p perfsupport --test perf_e2e --no-run \
+    --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "perf_e2e":
+        print(m["executable"])')
+
+# Not under /tmp/perf-: perf reads every file below such a path as a perf map.
+WORK=$(mktemp -d /tmp/toyvm-book.XXXXXX)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do rm -f "/tmp/perf-$pid.map"; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Decodes a jitdump (header and records) with every run-dependent value
+# replaced by a placeholder. Offsets and sizes are real.
+decode_jitdump() {
+    python3 - "$1" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+names = {0: "CODE_LOAD", 1: "CODE_MOVE", 2: "DEBUG_INFO", 3: "CODE_CLOSE", 4: "UNWINDING_INFO"}
+magic, version, total, mach, pad, pid, ts, flags = struct.unpack_from("<IIIIIIQQ", data, 0)
+print(f"file header: magic={magic:#x} version={version} total_size={total} "
+      f"elf_mach={mach} pad1={pad} pid=PID timestamp=TIME flags={flags}")
+off = total
+base = None
+while off + 16 <= len(data):
+    rid, size, ts = struct.unpack_from("<IIQ", data, off)
+    print(f"\n@{off:#06x} {names.get(rid, rid)} (id {rid}) total_size={size} timestamp=TIME")
+    body = data[off + 16: off + size]
+    if rid == 2:
+        addr, n = struct.unpack_from("<QQ", body, 0)
+        base = addr
+        print(f"  code_addr=ADDR nr_entry={n}")
+        p = 16
+        for _ in range(n):
+            a, line, col = struct.unpack_from("<QII", body, p)
+            end = body.index(b"\0", p + 16)
+            name = body[p + 16:end].decode()
+            print(f"  entry: addr=ADDR+{a - addr:#x} line={line} discrim={col} file={name!r}")
+            p = end + 1
+        print(f"  padding to 8: {size - 16 - p} byte(s)")
+    elif rid == 4:
+        usize, hsize, msize = struct.unpack_from("<QQQ", body, 0)
+        print(f"  unwind_data_size={usize} eh_frame_hdr_size={hsize} mapped_size={msize}")
+        payload = body[24:24 + usize]
+        eh, hdr = payload[:usize - hsize], payload[usize - hsize:]
+        def dump(label, b):
+            print(f"  {label} ({len(b)} bytes):")
+            for i in range(0, len(b), 16):
+                print(f"    +{i:#04x}  " + " ".join(f"{x:02x}" for x in b[i:i + 16]))
+        dump(".eh_frame", eh)
+        dump(".eh_frame_hdr", hdr)
+        print(f"  padding to 8: {size - 16 - 24 - usize} byte(s)")
+    elif rid == 0:
+        pid, tid, vma, addr, csize, index = struct.unpack_from("<IIQQQQ", body, 0)
+        end = body.index(b"\0", 40)
+        name = body[40:end].decode()
+        code = body[end + 1:]
+        print(f"  pid=PID tid=TID vma=ADDR code_addr=ADDR code_size={csize} "
+              f"code_index={index} name={name!r}")
+        print(f"  code ({len(code)} bytes, last {min(8, len(code))} XORed with the build-id marker): "
+              + " ".join(f"{x:02x}" for x in code[:max(0, len(code) - 8)]) + " " + "MM " * min(8, len(code)))
+        print(f"  56 + {len(name)} + 1 + {csize} = {56 + len(name) + 1 + csize} (no padding)")
+    off += size
+PY
+}
+
+PSUPPORT_E2E_CHILD="$WORK" "$E2E" >"$WORK/child.out"
+PID=$(sed -n 's/^pid=//p' "$WORK/child.out")
+PIDS+=("$PID")
+{
+    echo "\$ cat /tmp/perf-\$PID.map"
+    sed -E 's/^[0-9a-f]+ /ADDR /' "/tmp/perf-$PID.map"
+} >"$OUT/perf-map.txt"
+decode_jitdump "$WORK/jit-$PID.dump" >"$OUT/jitdump-records.txt"
+rm -f "$WORK/jit-$PID.dump"
+
+# --- perf record + inject (only where perf works) -------------------------------
+if command -v perf >/dev/null && command -v readelf >/dev/null &&
+    perf record -q -N -e cpu-clock -o /dev/null -- true >/dev/null 2>&1; then
+    echo "generate.sh: perf record / inject" >&2
+    printf '[buildid]\n\tdir = %s\n' "$WORK/buildid" >"$WORK/perfconfig"
+    export PERF_CONFIG="$WORK/perfconfig" DEBUGINFOD_URLS=
+    (cd "$WORK" && PSUPPORT_E2E_CHILD="$WORK" perf record -q -N -k 1 -e cpu-clock -F 999 \
+        --call-graph dwarf -o rec.data -- "$E2E" >child.out 2>/dev/null)
+    PID=$(sed -n 's/^pid=//p' "$WORK/child.out")
+    PIDS+=("$PID")
+    (cd "$WORK" && perf inject --jit -i rec.data -o inj.data)
+    SO="$WORK/jitted-$PID-0.so"
+    strip_paths() { sed -e "s|$WORK|WORK|g" -e "s/jitted-$PID-/jitted-PID-/g" -e "s/\b$PID\b/PID/g"; }
+    {
+        echo "\$ perf inject --jit -i rec.data -o inj.data"
+        echo "\$ ls WORK"
+        (cd "$WORK" && ls jitted-*.so jit-*.dump) | strip_paths
+        echo
+        echo "\$ readelf -SW jitted-PID-0.so"
+        readelf -SW "$SO" | strip_paths | sed -n '/^Section Headers/,/^Key to Flags/p' | sed '$d'
+    } >"$OUT/readelf-sections.txt"
+    {
+        echo "\$ readelf --debug-dump=frames jitted-PID-0.so"
+        readelf --debug-dump=frames "$SO" | strip_paths | sed '/^$/N;/^\n$/D'
+    } >"$OUT/readelf-frames.txt"
+    {
+        echo "\$ readelf --debug-dump=decodedline jitted-PID-0.so"
+        readelf --debug-dump=decodedline "$SO" | strip_paths | cat -s
+    } >"$OUT/readelf-lines.txt"
+    {
+        echo "\$ perf script -i inj.data --no-inline -F ip,sym   # the first sample in the region, ip column dropped"
+        (cd "$WORK" && perf script -i inj.data --no-inline -F ip,sym 2>/dev/null) |
+            awk 'BEGIN { RS = ""; FS = "\n" } $1 ~ / toy::e2e_spin$/ { print; exit }' |
+            awk '{ $1 = ""; print "   " $0 }'
+    } >"$OUT/perf-script-stack.txt"
+    {
+        echo "\$ perf report -i inj.data --no-children --sort dso,sym,srcline -g none --stdio --percent-limit 5"
+        echo "  (percentages replaced by NN.NN%)"
+        (cd "$WORK" && perf report -i inj.data --no-inline --no-children --sort dso,sym,srcline \
+            -g none --stdio --percent-limit 5 2>/dev/null) |
+            grep -E 'jitted-' | strip_paths |
+            sed -E 's/^ +[0-9]+\.[0-9]+%/    NN.NN%/' | sed -E 's/ +$//' | sort
+    } >"$OUT/perf-report.txt"
+else
+    echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
+fi
+
+echo "generate.sh: wrote $(ls "$OUT" | wc -l) files to book/src/generated/" >&2
