@@ -178,8 +178,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     } >"$OUT/readelf-lines.txt"
     {
         echo "\$ perf script -i inj.data --no-inline -F ip,sym   # the first sample in the region, ip column dropped"
-        (cd "$WORK" && perf script -i inj.data --no-inline -F ip,sym 2>/dev/null) |
-            awk 'BEGIN { RS = ""; FS = "\n" } $1 ~ / toy::e2e_spin$/ { print; exit }' |
+        (cd "$WORK" && perf script -i inj.data --no-inline -F ip,sym >script.txt 2>/dev/null)
+        awk 'BEGIN { RS = ""; FS = "\n" } $1 ~ / toy::e2e_spin$/ { print; exit }' "$WORK/script.txt" |
             awk '{ $1 = ""; print "   " $0 }'
     } >"$OUT/perf-script-stack.txt"
     {
@@ -194,4 +194,4 @@ else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi
 
-echo "generate.sh: wrote $(ls "$OUT" | wc -l) files to book/src/generated/" >&2
+echo "generate.sh: wrote $(find "$OUT" -name "*.txt" | wc -l) files to book/src/generated/" >&2
