@@ -188,7 +188,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         (cd "$WORK" && perf report -i inj.data --no-inline --no-children --sort dso,sym,srcline \
             -g none --stdio --percent-limit 5 2>/dev/null) |
             grep -E 'jitted-' | strip_paths |
-            sed -E 's/^ +[0-9]+\.[0-9]+%/    NN.NN%/' | sed -E 's/ +$//' | sort
+            sed -E 's/^ +[0-9]+\.[0-9]+%/    NN.NN%/' | sed -E -e 's/ +$//' -e 's/   +/  /g' | sort
     } >"$OUT/perf-report.txt"
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
