@@ -48,6 +48,7 @@ run_toy() {
 
 # --- The Toy language ---------------------------------------------------------
 run_toy tour.txt run book/examples/tour.toy
+run_toy literals.txt run book/examples/literals.toy
 run_toy parse.txt run book/examples/parse.toy
 run_toy depth.txt run --max-depth 100 book/examples/depth.toy
 run_toy runtime-error.txt run examples/scripts/errors.toy
