@@ -19,7 +19,9 @@ use crate::ast::Span;
 /// One compile error: where it is and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// The position of the offending token.
     pub span: Span,
+    /// What is wrong, lower case, without the `error: ` prefix.
     pub message: String,
 }
 
@@ -75,6 +77,10 @@ pub fn render(path: &str, source: &str, d: &Diagnostic) -> String {
 /// The text of 1-based line `line` without its line terminator; empty when
 /// the source has fewer lines.
 fn source_line(source: &str, line: u32) -> &str {
+    // The lexer skips a leading byte order mark without counting a column.
+    let source = source
+        .strip_prefix(crate::lexer::BYTE_ORDER_MARK)
+        .unwrap_or(source);
     let index = usize::try_from(line.max(1) - 1).unwrap_or(usize::MAX);
     let text = source.split('\n').nth(index).unwrap_or("");
     text.strip_suffix('\r').unwrap_or(text)
@@ -149,6 +155,15 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "   1 | é€x!");
         assert_eq!(lines[2], "     |    ^");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_shown() {
+        let text = render("p", "\u{feff}let x = y;", &at(1, 9, "unknown variable 'y'"));
+        assert!(
+            text.ends_with("   1 | let x = y;\n     |         ^\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! Lexical rules (LANGUAGE.md, plus the decisions written here):
 //! - `//` comments run to the end of the line. Whitespace is space, tab,
-//!   `\r` and `\n`.
+//!   `\r` and `\n`. A byte order mark at the very start is ignored.
 //! - Identifiers are ASCII `[A-Za-z_][A-Za-z0-9_]*`; any other character
 //!   outside strings and comments is an error.
 //! - Integer literals are decimal or `0x` hexadecimal, with `_` allowed
@@ -31,10 +31,15 @@ use crate::diag::Diagnostic;
 /// the parser, which applies the signed limit.
 pub const INT_TOO_LARGE: &str = "integer literal does not fit in a signed 64-bit integer";
 
+/// U+FEFF, which some editors put at the start of UTF-8 files.
+pub const BYTE_ORDER_MARK: char = '\u{feff}';
+
 /// One token and where it starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Token {
+    /// What the token is, with its value for literals and identifiers.
     pub kind: TokenKind,
+    /// The position of the token's first character.
     pub span: Span,
 }
 
@@ -219,11 +224,17 @@ pub struct Lexer<'src> {
 }
 
 impl<'src> Lexer<'src> {
-    /// Starts lexing at the beginning of `source`.
+    /// Starts lexing at the beginning of `source`. A leading byte order
+    /// mark is skipped and takes no column, as editors show it.
     pub fn new(source: &'src str) -> Lexer<'src> {
+        let pos = if source.starts_with(BYTE_ORDER_MARK) {
+            BYTE_ORDER_MARK.len_utf8()
+        } else {
+            0
+        };
         Lexer {
             source,
-            pos: 0,
+            pos,
             line: 1,
             col: 1,
         }
@@ -739,6 +750,18 @@ line" "héllo""#
                 (3, 3),
                 (3, 4)
             ]
+        );
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let tokens = tokenize("\u{feff}let x").expect("valid");
+        assert_eq!(tokens[0].kind, TokenKind::Let);
+        assert_eq!(tokens[0].span, Span::new(1, 1));
+        assert_eq!(tokens[1].span, Span::new(1, 5));
+        assert_eq!(
+            error("x \u{feff}"),
+            (1, 3, "unexpected character '\\u{feff}'".into())
         );
     }
 

@@ -24,7 +24,9 @@
 //! - expressions nest at most [`MAX_NESTING`] levels (parentheses, unary
 //!   operators, array literals, index brackets, call argument lists, and
 //!   brackets of a type): "expression nested too deeply";
-//! - blocks and `else if` links nest at most [`MAX_NESTING`] levels:
+//! - blocks and `else if` links nest at most [`MAX_NESTING`] levels
+//!   together, because each `else if` nests the rest of its chain one level
+//!   deeper in the tree (a chain of N `else if`s uses N + 1 levels):
 //!   "blocks nested too deeply";
 //! - an expression tree is at most [`MAX_EXPR_DEPTH`] nodes deep. Chains of
 //!   left-associative operators (`1 + 1 + ...`) are parsed in a loop, so
@@ -175,13 +177,15 @@ impl<'src> Parser<'src> {
 
     /// Consumes an identifier, or fails saying `what` was expected.
     fn expect_ident(&mut self, what: &str) -> Result<(String, Span), Diagnostic> {
-        if let TokenKind::Ident(_) = self.token.kind {
-            let token = self.advance()?;
-            if let TokenKind::Ident(name) = token.kind {
-                return Ok((name, token.span));
+        match &mut self.token.kind {
+            TokenKind::Ident(name) => {
+                // The token is consumed just below, so its name can be moved.
+                let name = std::mem::take(name);
+                let span = self.advance()?.span;
+                Ok((name, span))
             }
+            _ => Err(self.unexpected(what)),
         }
-        Err(self.unexpected(what))
     }
 
     fn enter_expr(&mut self, span: Span) -> Result<(), Diagnostic> {
@@ -199,12 +203,15 @@ impl<'src> Parser<'src> {
         self.expr_nesting -= 1;
     }
 
+    /// Enters a block or an `else if` link: both nest the tree one level.
     fn enter_block(&mut self, span: Span) -> Result<(), Diagnostic> {
         self.block_nesting += 1;
         if self.block_nesting > MAX_NESTING {
             return Err(Diagnostic::new(
                 span,
-                format!("blocks nested too deeply (the limit is {MAX_NESTING} levels)"),
+                format!(
+                    "blocks nested too deeply (the limit is {MAX_NESTING} levels; each 'else if' counts as one)"
+                ),
             ));
         }
         Ok(())

@@ -151,7 +151,12 @@ impl FnChecker<'_> {
         // Copy the table reference so the signature does not borrow `self`.
         let functions = self.functions;
         let Some((index, signature)) = functions.get(name) else {
-            return Err(Diagnostic::new(span, format!("unknown function '{name}'")));
+            let message = if self.scopes.lookup(name).is_some() {
+                format!("'{name}' is a variable, not a function")
+            } else {
+                format!("unknown function '{name}'")
+            };
+            return Err(Diagnostic::new(span, message));
         };
         if args.len() != signature.params.len() {
             return Err(arity_error(name, signature.params.len(), args.len(), span));

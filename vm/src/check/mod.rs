@@ -3,7 +3,7 @@
 //! [`check`] walks every function and the script body (`<main>`), and
 //! fills in what the parser left open: the `ty` of every expression (`Void`
 //! only for calls of functions without `-> T`), the [`LocalId`] of every
-//! variable use and declaration, the [`Callee`] of every call, and each
+//! variable use and declaration, the [`crate::ast::Callee`] of every call, and each
 //! function's [`FnDecl::locals`] (parameters first, then every `let` and
 //! `for` variable in source order, each with a fresh id).
 //!
@@ -13,8 +13,12 @@
 //!   parameter of a user function, `return` in a `-> [T]` function, the
 //!   element of `push(a, [])`, or an enclosing array literal or `[[]; n]`
 //!   whose type is known that way. Elsewhere it is an error.
-//! - A `-> T` function must not reach the end of its body; see
-//!   [`returns`] for exactly what counts as "always returns".
+//! - A `-> T` function must not reach the end of its body. The analysis is
+//!   syntactic: a statement always returns if it is a `return`, a block
+//!   holding a statement that always returns, an `if` with an `else` whose
+//!   branches both always return, or `while true { ... }` (the literal)
+//!   without a `break` leaving it. No other loop counts, whatever its
+//!   condition (the `returns` module has the details).
 //! - A [`LocalInfo::span`] is the parameter's name, the `let` keyword, or
 //!   the `for` loop's variable.
 //! - Errors carry the position of the offending token: an operator for an
@@ -130,17 +134,13 @@ struct FnChecker<'a> {
 }
 
 impl<'a> FnChecker<'a> {
+    /// Checks `decl` and fills in its locals.
     fn run(functions: &'a Functions, decl: &mut FnDecl) -> Result<(), Diagnostic> {
-        let name = std::mem::take(&mut decl.name);
-        let result = FnChecker::check_decl(functions, &name, decl);
-        decl.name = name;
-        result
-    }
-
-    fn check_decl(functions: &Functions, name: &str, decl: &mut FnDecl) -> Result<(), Diagnostic> {
+        // A copy of the name, because the body is borrowed mutably below.
+        let name = decl.name.clone();
         let mut checker = FnChecker {
             functions,
-            name,
+            name: &name,
             ret: decl.ret.clone(),
             locals: Vec::new(),
             scopes: Scopes::default(),

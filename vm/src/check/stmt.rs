@@ -84,16 +84,8 @@ impl FnChecker<'_> {
                 self.loop_body(body)?;
                 self.scopes.pop();
             }
-            StmtKind::Break | StmtKind::Continue => {
-                if self.loop_depth == 0 {
-                    let word = if matches!(stmt.kind, StmtKind::Break) {
-                        "break"
-                    } else {
-                        "continue"
-                    };
-                    return Err(Diagnostic::new(span, format!("'{word}' outside of a loop")));
-                }
-            }
+            StmtKind::Break => self.inside_loop("break", span)?,
+            StmtKind::Continue => self.inside_loop("continue", span)?,
             StmtKind::Return(value) => self.return_stmt(value.as_mut(), span)?,
             // The parser only builds call statements; their value, if any,
             // is discarded, so a void call is fine here.
@@ -107,6 +99,17 @@ impl FnChecker<'_> {
     fn condition(&mut self, cond: &mut Expr) -> Result<(), Diagnostic> {
         self.value(cond, Some(&Type::Bool))?;
         expect_type(cond, &Type::Bool)
+    }
+
+    /// `break` and `continue` need an enclosing loop in the same function.
+    fn inside_loop(&self, keyword: &str, span: Span) -> Result<(), Diagnostic> {
+        if self.loop_depth == 0 {
+            return Err(Diagnostic::new(
+                span,
+                format!("'{keyword}' outside of a loop"),
+            ));
+        }
+        Ok(())
     }
 
     fn loop_body(&mut self, body: &mut Block) -> Result<(), Diagnostic> {

@@ -275,6 +275,10 @@ fn unknown_and_out_of_scope_names() {
         message("let x = len;"),
         "'len' is a function, not a variable"
     );
+    assert_eq!(
+        error("let g = 1;\ng(2);"),
+        (2, 1, "'g' is a variable, not a function".into())
+    );
     // Functions do not see the script body's locals.
     assert_eq!(
         error("let g = 1;\nfn f() -> int { return g; }"),

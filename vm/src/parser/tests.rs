@@ -495,7 +495,8 @@ fn deep_unary_arrays_indexes_and_types_are_clear_errors() {
 #[test]
 fn deep_blocks_and_else_if_chains_are_clear_errors() {
     big_stack(|| {
-        let blocks = "blocks nested too deeply (the limit is 1000 levels)";
+        let blocks =
+            "blocks nested too deeply (the limit is 1000 levels; each 'else if' counts as one)";
         let d = parse(&format!("{}{}", "{".repeat(5000), "}".repeat(5000))).expect_err("deep");
         assert_eq!(d.message, blocks);
         assert_eq!(d.span, Span::new(1, 1001));
@@ -529,4 +530,78 @@ fn long_operator_chains_parse_iteratively() {
             "expression too long or too deeply nested (the limit is 100000 levels)"
         );
     });
+}
+
+/// A random expression over `a`..`e`, as (fully parenthesized form,
+/// minimally parenthesized source, precedence level of the top).
+fn random_expression(seed: &mut u64, depth: u32) -> (String, String, u8) {
+    const OPS: [(&str, u8); 18] = [
+        ("||", 1),
+        ("&&", 2),
+        ("==", 3),
+        ("!=", 3),
+        ("<", 4),
+        ("<=", 4),
+        (">", 4),
+        (">=", 4),
+        ("|", 5),
+        ("^", 6),
+        ("&", 7),
+        ("<<", 8),
+        (">>", 8),
+        ("+", 9),
+        ("-", 9),
+        ("*", 10),
+        ("/", 10),
+        ("%", 10),
+    ];
+    let mut next = |n: u64| {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        (*seed % n) as usize
+    };
+    let choice = next(8);
+    if depth == 0 || choice == 0 {
+        let name = ["a", "b", "c", "d", "e"][next(5)];
+        return (name.to_string(), name.to_string(), 13);
+    }
+    if choice == 1 {
+        let (full, source, level) = random_expression(seed, depth - 1);
+        let source = if level < 11 {
+            format!("({source})")
+        } else {
+            source
+        };
+        return (format!("(-{full})"), format!("-{source}"), 11);
+    }
+    let (op, level) = OPS[next(OPS.len() as u64)];
+    let (lhs_full, lhs, lhs_level) = random_expression(seed, depth - 1);
+    let (rhs_full, rhs, rhs_level) = random_expression(seed, depth - 1);
+    // Left associative: a left operand of the same level needs no
+    // parentheses, a right one does.
+    let lhs = if lhs_level < level {
+        format!("({lhs})")
+    } else {
+        lhs
+    };
+    let rhs = if rhs_level <= level {
+        format!("({rhs})")
+    } else {
+        rhs
+    };
+    (
+        format!("({lhs_full} {op} {rhs_full})"),
+        format!("{lhs} {op} {rhs}"),
+        level,
+    )
+}
+
+#[test]
+fn random_expressions_parse_with_the_precedence_table() {
+    let mut seed = 0x1234_5678_9ABC_DEF1;
+    for _ in 0..2000 {
+        let (full, source, _) = random_expression(&mut seed, 6);
+        assert_eq!(expr(&source), full, "source: {source}");
+    }
 }
