@@ -130,14 +130,14 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         }
         macro_rules! raise {
             ($pc:expr, $err:expr) => {
-                return fail(vm, $err, func, $pc - 1)
+                return fail(vm, $err, func, $pc.offset_from(code) as usize - 1)
             };
         }
 
-        let mut pc: usize = 0;
+        let mut ip: *const Op = code;
         loop {
-            let op = *code.add(pc);
-            pc += 1;
+            let op = *ip;
+            ip = ip.add(1);
             match op {
                 Op::Move { dst, src } => reg!(dst) = reg!(src),
                 Op::LoadInt { dst, imm } => set_int!(dst, imm as i64),
@@ -149,14 +149,14 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 Op::DivI { dst, a, b } => {
                     let d = int!(b);
                     if d == 0 {
-                        raise!(pc, RuntimeError::DivisionByZero);
+                        raise!(ip, RuntimeError::DivisionByZero);
                     }
                     set_int!(dst, int!(a).wrapping_div(d));
                 }
                 Op::RemI { dst, a, b } => {
                     let d = int!(b);
                     if d == 0 {
-                        raise!(pc, RuntimeError::ModuloByZero);
+                        raise!(ip, RuntimeError::ModuloByZero);
                     }
                     set_int!(dst, int!(a).wrapping_rem(d));
                 }
@@ -192,85 +192,85 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 Op::LeS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) <= str_ref(reg!(b))),
                 Op::Not { dst, src } => reg!(dst) = reg!(src) ^ 1,
 
-                Op::Jmp { target } => pc = target as usize,
+                Op::Jmp { target } => ip = code.add(target as usize),
                 Op::JmpIf { a, target } => {
                     if reg!(a) != 0 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNot { a, target } => {
                     if reg!(a) == 0 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotLtI { a, b, target } => {
                     if int!(a) >= int!(b) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotLeI { a, b, target } => {
                     if int!(a) > int!(b) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotEqI { a, b, target } => {
                     if reg!(a) != reg!(b) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotNeI { a, b, target } => {
                     if reg!(a) == reg!(b) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotLtIImm { a, imm, target } => {
                     if int!(a) >= imm as i64 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotLeIImm { a, imm, target } => {
                     if int!(a) > imm as i64 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotGtIImm { a, imm, target } => {
                     if int!(a) <= imm as i64 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotGeIImm { a, imm, target } => {
                     if int!(a) < imm as i64 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotEqIImm { a, imm, target } => {
                     if int!(a) != imm as i64 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotNeIImm { a, imm, target } => {
                     if int!(a) == imm as i64 {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotLtF { a, b, target } => {
                     if !(flt!(a) < flt!(b)) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfNotLeF { a, b, target } => {
                     if !(flt!(a) <= flt!(b)) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfLtF { a, b, target } => {
                     if flt!(a) < flt!(b) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::JmpIfLeF { a, b, target } => {
                     if flt!(a) <= flt!(b) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::ForPrep {
@@ -279,7 +279,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     target,
                 } => {
                     if int!(counter) >= int!(end) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
                 Op::ForLoop {
@@ -290,7 +290,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     let next = int!(counter) + 1;
                     set_int!(counter, next);
                     if next < int!(end) {
-                        pc = target as usize;
+                        ip = code.add(target as usize);
                     }
                 }
 
@@ -303,7 +303,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     if entry(vm, callee as u32, regs.add(base as usize)) != STATUS_OK {
                         (*vm).trace.push(TraceEntry {
                             func,
-                            pc: (pc - 1) as u32,
+                            pc: (ip.offset_from(code) - 1) as u32,
                         });
                         return STATUS_ERROR;
                     }
@@ -323,7 +323,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     match a.elems.get(i as usize) {
                         Some(&v) if i >= 0 => reg!(dst) = v,
                         _ => raise!(
-                            pc,
+                            ip,
                             RuntimeError::IndexOutOfRange {
                                 index: i,
                                 len: a.elems.len()
@@ -337,13 +337,13 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     let len = a.elems.len();
                     match a.elems.get_mut(i as usize) {
                         Some(slot) if i >= 0 => *slot = reg!(val),
-                        _ => raise!(pc, RuntimeError::IndexOutOfRange { index: i, len }),
+                        _ => raise!(ip, RuntimeError::IndexOutOfRange { index: i, len }),
                     }
                 }
                 Op::LenA { dst, src } => set_int!(dst, arr_mut(reg!(src)).elems.len()),
                 Op::Pop { dst, arr } => match arr_mut(reg!(arr)).elems.pop() {
                     Some(v) => reg!(dst) = v,
-                    None => raise!(pc, RuntimeError::PopEmpty),
+                    None => raise!(ip, RuntimeError::PopEmpty),
                 },
 
                 Op::IntToFloat { dst, src } => set_flt!(dst, int!(src) as f64),
@@ -359,7 +359,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 | Op::Args { .. }
                 | Op::ParseInt { .. }
                 | Op::ParseFloat { .. } => {
-                    if slow_op(vm, func, regs, op, pc) != STATUS_OK {
+                    if slow_op(vm, func, regs, op, ip.offset_from(code) as usize) != STATUS_OK {
                         return STATUS_ERROR;
                     }
                 }
