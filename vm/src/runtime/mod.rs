@@ -67,7 +67,9 @@ pub const STATUS_ERROR: u32 = 1;
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct FrameRecord {
+    /// Register 0 of the frame.
     pub base: *mut u64,
+    /// Index of the function running in it.
     pub func: u32,
 }
 
@@ -130,8 +132,11 @@ pub struct Vm<'m> {
     pub entry_table: *mut EntryFn,
     /// Per-function data for the interpreter.
     pub funcs: Vec<FnRuntime>,
+    /// The program being run.
     pub module: &'m Module,
+    /// Strings and arrays.
     pub heap: Heap,
+    /// Buffered stdout.
     pub out: Output<'m>,
     /// The error that stopped the script, if any.
     pub error: Option<RuntimeError>,
