@@ -1,1 +1,208 @@
-//! (in progress)
+//! The API the `toyvm` command line uses: load a script, run it.
+//!
+//! [`load`] turns source bytes into a verified [`Module`] (or the rendered
+//! compile error); [`run`] executes `<main>` and returns the exit status.
+//!
+//! Native stack: the interpreter recurses natively once per Toy call, so
+//! running `--max-depth N` frames needs about `N * NATIVE_BYTES_PER_CALL`
+//! bytes of native stack. [`run`] uses the main thread (so perf's
+//! frame-pointer stacks reach `main`) when its stack limit allows, raising
+//! the soft `RLIMIT_STACK` if that is enough, and otherwise runs the script
+//! on a spawned thread with a stack large enough.
+
+use std::io::Write;
+
+use crate::ast::Span;
+use crate::bytecode::{self, Module};
+use crate::diag::{self, Diagnostic};
+use crate::interp;
+use crate::runtime::{self, STATUS_OK, Vm};
+use crate::{check, compile, parser};
+
+/// Default `--max-depth`: frames that may be active at once.
+pub const DEFAULT_MAX_DEPTH: usize = 10_000;
+
+/// Native stack bytes one interpreted Toy call may use, with headroom.
+/// Measured with gdb (`$rsp` at successive `interp_entry`s): 128 bytes in
+/// release builds, 6544 in unoptimised debug builds.
+pub const NATIVE_BYTES_PER_CALL: usize = if cfg!(debug_assertions) { 8192 } else { 512 };
+
+/// Native stack kept free for everything else (builtins, printing, the
+/// collector, the Rust runtime).
+const NATIVE_RESERVE: usize = 4 << 20;
+
+/// Largest main-thread stack we raise the soft limit to. Beyond this the
+/// stack could run into memory mapped below it, so a thread is used.
+const MAX_MAIN_STACK: usize = 64 << 20;
+
+/// Stack of the thread that parses and checks (deep trees recurse).
+const FRONT_END_STACK: usize = 512 << 20;
+
+/// How to run a script.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Most Toy frames active at once (`<main>` counts as one).
+    pub max_depth: usize,
+    /// Collect garbage at every allocation: slow, but any object the root
+    /// maps forget is freed at once (for testing the VM).
+    pub gc_stress: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_depth: DEFAULT_MAX_DEPTH,
+            gc_stress: false,
+        }
+    }
+}
+
+/// Parses, checks and compiles a script. `path` is used in messages and
+/// tracebacks exactly as given. The error is the rendered diagnostic.
+pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
+    let source = match std::str::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => {
+            // Show the valid prefix: the caret lands on the bad byte.
+            let prefix = String::from_utf8_lossy(&bytes[..e.valid_up_to()]);
+            return Err(diag::render(path, &prefix, &diag::utf8_error(bytes, e)));
+        }
+    };
+    let front_end = || -> Result<Module, Diagnostic> {
+        let mut program = parser::parse(source)?;
+        check::check(&mut program)?;
+        let mut module = compile::compile(&program, path)?;
+        module.source = source.to_string();
+        bytecode::verify(&module)
+            .map_err(|e| Diagnostic::new(Span::new(1, 1), format!("internal error: {e}")))?;
+        Ok(module)
+    };
+    let result = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("toyvm-front-end".into())
+            .stack_size(FRONT_END_STACK)
+            .spawn_scoped(s, front_end)
+            .map(|handle| handle.join())
+    });
+    match result {
+        Ok(Ok(Ok(module))) => Ok(module),
+        Ok(Ok(Err(d))) => Err(diag::render(path, source, &d)),
+        Ok(Err(_)) => Err(format!("{path}: error: internal error in the compiler\n")),
+        Err(e) => Err(format!(
+            "{path}: error: cannot start the compiler thread: {e}\n"
+        )),
+    }
+}
+
+/// Runs `<main>` with the process's stdout and stderr; returns the exit
+/// status (0, or 1 after a runtime error).
+pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {
+    run_with(
+        module,
+        args,
+        options,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// [`run`] with explicit output streams (tests capture them).
+pub fn run_with(
+    module: &Module,
+    args: Vec<String>,
+    options: &Options,
+    stdout: &mut (dyn Write + Send),
+    stderr: &mut (dyn Write + Send),
+) -> i32 {
+    let needed = options
+        .max_depth
+        .saturating_mul(NATIVE_BYTES_PER_CALL)
+        .saturating_add(NATIVE_RESERVE);
+    if main_thread_can_hold(needed) {
+        return execute(module, args, options, stdout, stderr);
+    }
+    std::thread::scope(|s| {
+        let spawned = std::thread::Builder::new()
+            .name("toyvm".into())
+            .stack_size(needed)
+            .spawn_scoped(s, || execute(module, args, options, stdout, stderr));
+        match spawned {
+            Ok(handle) => handle.join().unwrap_or(1),
+            Err(e) => {
+                eprintln!(
+                    "error: --max-depth {} needs too much native stack: {e}",
+                    options.max_depth
+                );
+                1
+            }
+        }
+    })
+}
+
+/// True if this is the main thread and its stack may grow to `needed`
+/// bytes (raising the soft limit if necessary and allowed).
+fn main_thread_can_hold(needed: usize) -> bool {
+    if std::thread::current().name() != Some("main") {
+        return false;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut limit) } != 0 {
+        return false;
+    }
+    if limit.rlim_cur == libc::RLIM_INFINITY || limit.rlim_cur as usize >= needed {
+        return true;
+    }
+    if needed > MAX_MAIN_STACK
+        || (limit.rlim_max != libc::RLIM_INFINITY && (limit.rlim_max as usize) < needed)
+    {
+        return false;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: needed as libc::rlim_t,
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit only reads the struct; the main thread's stack
+    // may then grow up to the new soft limit.
+    unsafe { libc::setrlimit(libc::RLIMIT_STACK, &raised) == 0 }
+}
+
+/// Creates the VM, runs `<main>`, flushes stdout, reports any error.
+fn execute(
+    module: &Module,
+    args: Vec<String>,
+    options: &Options,
+    stdout: &mut (dyn Write + Send),
+    stderr: &mut (dyn Write + Send),
+) -> i32 {
+    let mut vm = match Vm::new(module, args, options.max_depth, stdout) {
+        Ok(vm) => vm,
+        Err(msg) => {
+            let _ = writeln!(stderr, "error: {msg}");
+            return 1;
+        }
+    };
+    if options.gc_stress {
+        vm.heap.set_stress();
+    }
+    let status = interp::run_main(&mut vm);
+    let flushed = vm.out.flush();
+    let (error, trace) = match (status, flushed) {
+        (STATUS_OK, Ok(())) => return 0,
+        (STATUS_OK, Err(e)) => (e, Vec::new()),
+        (_, _) => {
+            let error = vm
+                .error
+                .take()
+                .unwrap_or(runtime::RuntimeError::OutOfMemory);
+            (error, std::mem::take(&mut vm.trace))
+        }
+    };
+    let text = runtime::error::render(module, &error, &trace);
+    let _ = stderr.write_all(text.as_bytes());
+    let _ = stderr.flush();
+    1
+}

@@ -1,1 +1,609 @@
-//! (in progress)
+//! The bytecode interpreter: one `match` loop per Toy call.
+//!
+//! [`interp_entry`] is the default [`EntryFn`] of every function. A Toy
+//! call is one native call: the `Call` instruction calls the callee's entry
+//! through [`Vm::entry_table`], and when that entry is `interp_entry` the
+//! interpreter recurses natively (so native stack use grows with Toy call
+//! depth: see `driver` for how the stack is sized).
+//!
+//! The loop trusts the bytecode: register operands are below the frame
+//! size, jump targets inside the code, constant, type and function
+//! indexes in range, and every function ends in a return. The compiler
+//! guarantees this and [`crate::bytecode::verify`] checks it before a
+//! module is run, which is what makes the unchecked accesses below sound.
+
+use crate::bytecode::Op;
+use crate::runtime::heap::{arr_mut, str_ref};
+use crate::runtime::print::{write_scalar, write_value};
+use crate::runtime::{
+    EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins,
+};
+
+/// The interpreter's entry point for function `func` (see the entry ABI in
+/// [`crate::runtime`]).
+///
+/// # Safety
+/// `vm` must be a valid VM whose module passed [`crate::bytecode::verify`],
+/// `func` a function index of it, and `base` the start of a window of at
+/// least that function's `frame_size` slots inside the VM's value stack,
+/// with the arguments in place.
+pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+    // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
+    // frame record inside its region.
+    unsafe {
+        let depth = (*vm).depth + 1;
+        if depth > (*vm).max_depth {
+            (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
+            return STATUS_ERROR;
+        }
+        (*vm).depth = depth;
+        *(*vm).frames.add(depth) = FrameRecord { base, func };
+        let status = run(vm, func, base);
+        (*vm).depth = depth - 1;
+        status
+    }
+}
+
+/// Runs `<main>` of the VM's module through its entry; returns the status
+/// ([`STATUS_OK`], or `STATUS_ERROR` with the error in `vm.error` and the
+/// traceback in `vm.trace`).
+pub fn run_main(vm: &mut Vm<'_>) -> u32 {
+    let main = vm.module.main;
+    let vm: *mut Vm<'_> = vm;
+    // SAFETY: `Vm::new` verified the module; every entry follows the ABI
+    // (`set_entry` is unsafe for that reason); `stack_base` is register 0
+    // of a value stack sized for max_depth frames; `<main>` takes no
+    // arguments.
+    unsafe {
+        let entry = *(*vm).entry_table.add(main as usize);
+        entry(vm, main, (*vm).stack_base)
+    }
+}
+
+/// Checks that `interp_entry` has the ABI type (compile-time only).
+const _: EntryFn = interp_entry;
+
+/// Raises `err` at instruction `pc`.
+#[cold]
+#[inline(never)]
+unsafe fn fail(vm: *mut Vm<'_>, err: RuntimeError, func: u32, pc: usize) -> u32 {
+    // SAFETY: `vm` is valid (caller's contract) and not borrowed elsewhere.
+    unsafe { (*vm).fail(err, func, pc) }
+}
+
+/// Runs the body of `func` in the frame at `regs`.
+///
+/// # Safety
+/// As for [`interp_entry`].
+// `!(a < b)` is deliberate: NaN operands must take the jump.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
+#[inline(always)]
+unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
+    // SAFETY (whole body): register operands are < frame_size and the
+    // frame lies in the value stack; constant/type/function indexes and
+    // jump targets are in range (verified bytecode, see the module docs).
+    // `vm` is only accessed through the raw pointer, one field at a time,
+    // so the callee's accesses during a nested call alias nothing we hold.
+    // Heap references read from typed ref registers are live objects of
+    // the register's static type (GC root invariant), and no collection
+    // runs while a borrow of an object obtained here is alive.
+    unsafe {
+        // Copy out raw pointers; no borrow of the VM outlives this block.
+        let (code, consts) = {
+            let funcs: &[_] = &(*vm).funcs;
+            let rt = funcs.get_unchecked(func as usize);
+            for &r in rt.zero_regs.iter() {
+                *regs.add(r as usize) = 0;
+            }
+            (rt.code, rt.consts.as_ptr())
+        };
+
+        macro_rules! reg {
+            ($r:expr) => {
+                *regs.add($r as usize)
+            };
+        }
+        macro_rules! int {
+            ($r:expr) => {
+                (*regs.add($r as usize) as i64)
+            };
+        }
+        macro_rules! flt {
+            ($r:expr) => {
+                f64::from_bits(*regs.add($r as usize))
+            };
+        }
+        macro_rules! set_int {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = ($v) as u64
+            };
+        }
+        macro_rules! set_flt {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = f64::to_bits($v)
+            };
+        }
+        macro_rules! set_bool {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = ($v) as u64
+            };
+        }
+        macro_rules! raise {
+            ($pc:expr, $err:expr) => {
+                return fail(vm, $err, func, $pc.offset_from(code) as usize - 1)
+            };
+        }
+
+        let mut ip: *const Op = code;
+        loop {
+            let op = *ip;
+            ip = ip.add(1);
+            match op {
+                Op::Move { dst, src } => reg!(dst) = reg!(src),
+                Op::LoadInt { dst, imm } => set_int!(dst, imm as i64),
+                Op::LoadConst { dst, k } => reg!(dst) = *consts.add(k as usize),
+
+                Op::AddI { dst, a, b } => set_int!(dst, int!(a).wrapping_add(int!(b))),
+                Op::SubI { dst, a, b } => set_int!(dst, int!(a).wrapping_sub(int!(b))),
+                Op::MulI { dst, a, b } => set_int!(dst, int!(a).wrapping_mul(int!(b))),
+                Op::DivI { dst, a, b } => {
+                    let d = int!(b);
+                    if d == 0 {
+                        raise!(ip, RuntimeError::DivisionByZero);
+                    }
+                    set_int!(dst, int!(a).wrapping_div(d));
+                }
+                Op::RemI { dst, a, b } => {
+                    let d = int!(b);
+                    if d == 0 {
+                        raise!(ip, RuntimeError::ModuloByZero);
+                    }
+                    set_int!(dst, int!(a).wrapping_rem(d));
+                }
+                Op::AndI { dst, a, b } => set_int!(dst, int!(a) & int!(b)),
+                Op::OrI { dst, a, b } => set_int!(dst, int!(a) | int!(b)),
+                Op::XorI { dst, a, b } => set_int!(dst, int!(a) ^ int!(b)),
+                Op::ShlI { dst, a, b } => set_int!(dst, int!(a).wrapping_shl(int!(b) as u32)),
+                Op::ShrI { dst, a, b } => set_int!(dst, int!(a).wrapping_shr(int!(b) as u32)),
+                Op::NegI { dst, src } => set_int!(dst, int!(src).wrapping_neg()),
+                Op::AddIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_add(imm as i64)),
+                Op::MulIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_mul(imm as i64)),
+                Op::DivIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_div(imm as i64)),
+                Op::RemIImm { dst, a, imm } => set_int!(dst, int!(a).wrapping_rem(imm as i64)),
+
+                Op::AddF { dst, a, b } => set_flt!(dst, flt!(a) + flt!(b)),
+                Op::SubF { dst, a, b } => set_flt!(dst, flt!(a) - flt!(b)),
+                Op::MulF { dst, a, b } => set_flt!(dst, flt!(a) * flt!(b)),
+                Op::DivF { dst, a, b } => set_flt!(dst, flt!(a) / flt!(b)),
+                Op::RemF { dst, a, b } => set_flt!(dst, flt!(a) % flt!(b)),
+                Op::NegF { dst, src } => set_flt!(dst, -flt!(src)),
+
+                Op::EqI { dst, a, b } => set_bool!(dst, reg!(a) == reg!(b)),
+                Op::NeI { dst, a, b } => set_bool!(dst, reg!(a) != reg!(b)),
+                Op::LtI { dst, a, b } => set_bool!(dst, int!(a) < int!(b)),
+                Op::LeI { dst, a, b } => set_bool!(dst, int!(a) <= int!(b)),
+                Op::EqF { dst, a, b } => set_bool!(dst, flt!(a) == flt!(b)),
+                Op::NeF { dst, a, b } => set_bool!(dst, flt!(a) != flt!(b)),
+                Op::LtF { dst, a, b } => set_bool!(dst, flt!(a) < flt!(b)),
+                Op::LeF { dst, a, b } => set_bool!(dst, flt!(a) <= flt!(b)),
+                Op::EqS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) == str_ref(reg!(b))),
+                Op::NeS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) != str_ref(reg!(b))),
+                Op::LtS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) < str_ref(reg!(b))),
+                Op::LeS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) <= str_ref(reg!(b))),
+                Op::Not { dst, src } => reg!(dst) = reg!(src) ^ 1,
+
+                Op::Jmp { target } => ip = code.add(target as usize),
+                Op::JmpIf { a, target } => {
+                    if reg!(a) != 0 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNot { a, target } => {
+                    if reg!(a) == 0 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotLtI { a, b, target } => {
+                    if int!(a) >= int!(b) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotLeI { a, b, target } => {
+                    if int!(a) > int!(b) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotEqI { a, b, target } => {
+                    if reg!(a) != reg!(b) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotNeI { a, b, target } => {
+                    if reg!(a) == reg!(b) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotLtIImm { a, imm, target } => {
+                    if int!(a) >= imm as i64 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotLeIImm { a, imm, target } => {
+                    if int!(a) > imm as i64 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotGtIImm { a, imm, target } => {
+                    if int!(a) <= imm as i64 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotGeIImm { a, imm, target } => {
+                    if int!(a) < imm as i64 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotEqIImm { a, imm, target } => {
+                    if int!(a) != imm as i64 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotNeIImm { a, imm, target } => {
+                    if int!(a) == imm as i64 {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotLtF { a, b, target } => {
+                    if !(flt!(a) < flt!(b)) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfNotLeF { a, b, target } => {
+                    if !(flt!(a) <= flt!(b)) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfLtF { a, b, target } => {
+                    if flt!(a) < flt!(b) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::JmpIfLeF { a, b, target } => {
+                    if flt!(a) <= flt!(b) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::ForPrep {
+                    counter,
+                    end,
+                    target,
+                } => {
+                    if int!(counter) >= int!(end) {
+                        ip = code.add(target as usize);
+                    }
+                }
+                Op::ForLoop {
+                    counter,
+                    end,
+                    target,
+                } => {
+                    let next = int!(counter) + 1;
+                    set_int!(counter, next);
+                    if next < int!(end) {
+                        ip = code.add(target as usize);
+                    }
+                }
+
+                Op::Call {
+                    func: callee,
+                    base,
+                    dst,
+                } => {
+                    let entry = *(*vm).entry_table.add(callee as usize);
+                    if entry(vm, callee as u32, regs.add(base as usize)) != STATUS_OK {
+                        (*vm).trace.push(TraceEntry {
+                            func,
+                            pc: (ip.offset_from(code) - 1) as u32,
+                        });
+                        return STATUS_ERROR;
+                    }
+                    reg!(dst) = reg!(base);
+                }
+                Op::Return { src } => {
+                    reg!(0) = reg!(src);
+                    return STATUS_OK;
+                }
+                Op::ReturnVoid => return STATUS_OK,
+
+                Op::LenS { dst, src } => set_int!(dst, str_ref(reg!(src)).len()),
+
+                Op::GetElem { dst, arr, idx } => {
+                    let a = arr_mut(reg!(arr));
+                    let i = int!(idx);
+                    match a.elems.get(i as usize) {
+                        Some(&v) if i >= 0 => reg!(dst) = v,
+                        _ => raise!(
+                            ip,
+                            RuntimeError::IndexOutOfRange {
+                                index: i,
+                                len: a.elems.len()
+                            }
+                        ),
+                    }
+                }
+                Op::SetElem { arr, idx, val } => {
+                    let a = arr_mut(reg!(arr));
+                    let i = int!(idx);
+                    let len = a.elems.len();
+                    match a.elems.get_mut(i as usize) {
+                        Some(slot) if i >= 0 => *slot = reg!(val),
+                        _ => raise!(ip, RuntimeError::IndexOutOfRange { index: i, len }),
+                    }
+                }
+                Op::LenA { dst, src } => set_int!(dst, arr_mut(reg!(src)).elems.len()),
+                Op::Pop { dst, arr } => match arr_mut(reg!(arr)).elems.pop() {
+                    Some(v) => reg!(dst) = v,
+                    None => raise!(ip, RuntimeError::PopEmpty),
+                },
+
+                Op::IntToFloat { dst, src } => set_flt!(dst, int!(src) as f64),
+                Op::FloatToInt { dst, src } => set_int!(dst, flt!(src) as i64),
+                Op::Sqrt { dst, src } => set_flt!(dst, flt!(src).sqrt()),
+                Op::Concat { .. }
+                | Op::NewArray { .. }
+                | Op::RepeatArray { .. }
+                | Op::Push { .. }
+                | Op::Print { .. }
+                | Op::ToStr { .. }
+                | Op::Clock { .. }
+                | Op::Args { .. }
+                | Op::ParseInt { .. }
+                | Op::ParseFloat { .. } => {
+                    if slow_op(vm, func, regs, op, ip.offset_from(code) as usize) != STATUS_OK {
+                        return STATUS_ERROR;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The instructions that allocate, print or parse, kept out of the main
+/// loop so that its hot state stays in machine registers. Runs `op` (the
+/// instruction before `pc`) in the frame at `regs`.
+///
+/// # Safety
+/// As for [`run`]: `op` comes from verified code of `func`.
+#[inline(never)]
+unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
+    // SAFETY: as in `run` (same invariants, same frame).
+    unsafe {
+        macro_rules! reg {
+            ($r:expr) => {
+                *regs.add($r as usize)
+            };
+        }
+        macro_rules! int {
+            ($r:expr) => {
+                (*regs.add($r as usize) as i64)
+            };
+        }
+        macro_rules! set_int {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = ($v) as u64
+            };
+        }
+        macro_rules! set_flt {
+            ($r:expr, $v:expr) => {
+                *regs.add($r as usize) = f64::to_bits($v)
+            };
+        }
+        macro_rules! raise {
+            ($pc:expr, $err:expr) => {
+                return fail(vm, $err, func, $pc - 1)
+            };
+        }
+        macro_rules! gc_point {
+            () => {
+                if (*vm).heap.should_collect() {
+                    (*vm).collect();
+                }
+            };
+        }
+        match op {
+            Op::Concat { dst, a, b } => {
+                let (x, y) = (str_ref(reg!(a)), str_ref(reg!(b)));
+                let mut s = String::with_capacity(x.len() + y.len());
+                s.push_str(x);
+                s.push_str(y);
+                reg!(dst) = (*vm).heap.alloc_str(s);
+                gc_point!();
+            }
+            Op::NewArray { dst, refs, cap } => {
+                reg!(dst) = (*vm)
+                    .heap
+                    .alloc_array(refs, Vec::with_capacity(cap as usize));
+                gc_point!();
+            }
+            Op::RepeatArray {
+                dst,
+                val,
+                count,
+                depth,
+                refs,
+            } => {
+                let n = int!(count);
+                let mut elems = match builtins::slots(n) {
+                    Ok(v) => v,
+                    Err(e) => raise!(pc, e),
+                };
+                let v = reg!(val);
+                if depth == 0 {
+                    elems.resize(n as usize, v);
+                } else {
+                    for _ in 0..n {
+                        match builtins::deep_copy(&mut (*vm).heap, v, depth as u32) {
+                            Ok(copy) => elems.push(copy),
+                            Err(e) => raise!(pc, e),
+                        }
+                    }
+                }
+                reg!(dst) = (*vm).heap.alloc_array(refs, elems);
+                gc_point!();
+            }
+            Op::Push { arr, val } => {
+                let a = arr_mut(reg!(arr));
+                let old_cap = a.elems.capacity();
+                if a.elems.try_reserve(1).is_err() {
+                    raise!(pc, RuntimeError::OutOfMemory);
+                }
+                a.elems.push(reg!(val));
+                let grown = a.elems.capacity() - old_cap;
+                if grown != 0 {
+                    (*vm).heap.note_growth(grown * 8);
+                    gc_point!();
+                }
+            }
+            Op::Print { src, ty } => {
+                let vmr = &mut *vm;
+                let ty = vmr.module.types.get_unchecked(ty as usize);
+                vmr.scratch.clear();
+                write_value(&mut vmr.scratch, reg!(src), ty);
+                vmr.scratch.push('\n');
+                if let Err(e) = vmr.out.write(vmr.scratch.as_bytes()) {
+                    raise!(pc, e);
+                }
+            }
+            Op::ToStr { dst, src, ty } => {
+                let vmr = &mut *vm;
+                let ty = vmr.module.types.get_unchecked(ty as usize);
+                let mut s = String::new();
+                write_scalar(&mut s, reg!(src), ty);
+                reg!(dst) = vmr.heap.alloc_str(s);
+                gc_point!();
+            }
+            Op::Clock { dst } => set_flt!(dst, (*vm).start.elapsed().as_secs_f64()),
+            Op::Args { dst } => {
+                let vmr = &mut *vm;
+                let elems = vmr.args.clone();
+                reg!(dst) = vmr.heap.alloc_array(true, elems);
+                gc_point!();
+            }
+            Op::ParseInt { dst, src } => match builtins::parse_int(str_ref(reg!(src))) {
+                Ok(v) => set_int!(dst, v),
+                Err(e) => raise!(pc, e),
+            },
+            Op::ParseFloat { dst, src } => match builtins::parse_float(str_ref(reg!(src))) {
+                Ok(v) => set_flt!(dst, v),
+                Err(e) => raise!(pc, e),
+            },
+            _ => {}
+        }
+        STATUS_OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytecode::Module;
+    use crate::driver;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn module(src: &str) -> Module {
+        driver::load("t.toy", src.as_bytes()).expect("compiles")
+    }
+
+    const SRC: &str = "fn answer(x: int) -> int { return x + 1; }\nprint(answer(1) + answer(2));\n";
+
+    #[test]
+    fn the_interpreter_runs_main_through_the_entry_table() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(vm.depth, 0);
+        vm.out.flush().unwrap();
+        drop(vm);
+        assert_eq!(out, b"5\n");
+    }
+
+    /// Stands in for compiled code: returns 40 + its argument.
+    unsafe extern "C" fn native_answer(vm: *mut Vm<'_>, _func: u32, base: *mut u64) -> u32 {
+        // SAFETY: the ABI: `base[0]` holds the argument and takes the result.
+        unsafe {
+            if (*vm).depth >= (*vm).max_depth {
+                (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
+                return STATUS_ERROR;
+            }
+            *base = (*base as i64 + 40) as u64;
+        }
+        STATUS_OK
+    }
+
+    #[test]
+    fn a_replaced_entry_is_called_with_arguments_in_place() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: `native_answer` follows the ABI for `answer(int) -> int`.
+        assert!(unsafe { vm.set_entry(0, native_answer) });
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        vm.out.flush().unwrap();
+        drop(vm);
+        assert_eq!(out, b"83\n");
+    }
+
+    static TRAMPOLINE_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    /// A perf-style trampoline: counts, then runs the function in the
+    /// interpreter.
+    unsafe extern "C" fn counting_trampoline(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+        TRAMPOLINE_CALLS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged from our caller, which obeyed the ABI.
+        unsafe { interp_entry(vm, func, base) }
+    }
+
+    #[test]
+    fn trampolines_can_wrap_the_interpreter() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: the trampoline forwards to `interp_entry`.
+        unsafe { vm.set_entry(0, counting_trampoline) };
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(TRAMPOLINE_CALLS.load(Ordering::Relaxed), 2);
+    }
+
+    /// Fails like a runtime error raised in compiled code.
+    unsafe extern "C" fn failing(vm: *mut Vm<'_>, func: u32, _base: *mut u64) -> u32 {
+        // SAFETY: `vm` is valid per the ABI.
+        unsafe { (*vm).fail(RuntimeError::PopEmpty, func, 0) }
+    }
+
+    #[test]
+    fn errors_from_an_entry_unwind_with_a_traceback() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: `failing` reports an error the ABI way.
+        unsafe { vm.set_entry(0, failing) };
+        assert_eq!(run_main(&mut vm), STATUS_ERROR);
+        assert_eq!(vm.error, Some(RuntimeError::PopEmpty));
+        assert_eq!(
+            vm.trace,
+            vec![TraceEntry { func: 0, pc: 0 }, TraceEntry { func: 1, pc: 1 }]
+        );
+        assert_eq!(vm.depth, 0);
+    }
+
+    #[test]
+    fn set_entry_rejects_unknown_functions() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: nothing is installed.
+        assert!(!unsafe { vm.set_entry(7, failing) });
+        assert!(vm.entry(7).is_none());
+    }
+}
