@@ -259,530 +259,90 @@ pub enum Operand {
 }
 
 impl Op {
-    /// The opcode's name and its operands in field order.
+    /// The opcode's name and its operands in field order (`Call` lists
+    /// `dst` first, like every instruction that writes a register).
+    // One line per instruction, like the enum.
+    #[rustfmt::skip]
     pub fn describe(&self) -> (&'static str, Vec<Operand>) {
+        use Operand::*;
         match *self {
-            Op::Move { dst, src } => (
-                "Move",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::LoadInt { dst, imm } => (
-                "LoadInt",
-                vec![Operand::Reg("dst", dst), Operand::Imm(imm as i64)],
-            ),
-            Op::LoadConst { dst, k } => (
-                "LoadConst",
-                vec![Operand::Reg("dst", dst), Operand::Const(k)],
-            ),
-            Op::AddI { dst, a, b } => (
-                "AddI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::SubI { dst, a, b } => (
-                "SubI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::MulI { dst, a, b } => (
-                "MulI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::DivI { dst, a, b } => (
-                "DivI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::RemI { dst, a, b } => (
-                "RemI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::AndI { dst, a, b } => (
-                "AndI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::OrI { dst, a, b } => (
-                "OrI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::XorI { dst, a, b } => (
-                "XorI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::ShlI { dst, a, b } => (
-                "ShlI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::ShrI { dst, a, b } => (
-                "ShrI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NegI { dst, src } => (
-                "NegI",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::AddIImm { dst, a, imm } => (
-                "AddIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::MulIImm { dst, a, imm } => (
-                "MulIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::DivIImm { dst, a, imm } => (
-                "DivIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::RemIImm { dst, a, imm } => (
-                "RemIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::AddF { dst, a, b } => (
-                "AddF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::SubF { dst, a, b } => (
-                "SubF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::MulF { dst, a, b } => (
-                "MulF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::DivF { dst, a, b } => (
-                "DivF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::RemF { dst, a, b } => (
-                "RemF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NegF { dst, src } => (
-                "NegF",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::EqI { dst, a, b } => (
-                "EqI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NeI { dst, a, b } => (
-                "NeI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LtI { dst, a, b } => (
-                "LtI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LeI { dst, a, b } => (
-                "LeI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::EqF { dst, a, b } => (
-                "EqF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NeF { dst, a, b } => (
-                "NeF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LtF { dst, a, b } => (
-                "LtF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LeF { dst, a, b } => (
-                "LeF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::EqS { dst, a, b } => (
-                "EqS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NeS { dst, a, b } => (
-                "NeS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LtS { dst, a, b } => (
-                "LtS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LeS { dst, a, b } => (
-                "LeS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::Not { dst, src } => (
-                "Not",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::Jmp { target } => ("Jmp", vec![Operand::Target(target)]),
-            Op::JmpIf { a, target } => {
-                ("JmpIf", vec![Operand::Reg("a", a), Operand::Target(target)])
-            }
-            Op::JmpIfNot { a, target } => (
-                "JmpIfNot",
-                vec![Operand::Reg("a", a), Operand::Target(target)],
-            ),
-            Op::JmpIfNotLtI { a, b, target } => (
-                "JmpIfNotLtI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLeI { a, b, target } => (
-                "JmpIfNotLeI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotEqI { a, b, target } => (
-                "JmpIfNotEqI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotNeI { a, b, target } => (
-                "JmpIfNotNeI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLtIImm { a, imm, target } => (
-                "JmpIfNotLtIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLeIImm { a, imm, target } => (
-                "JmpIfNotLeIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotGtIImm { a, imm, target } => (
-                "JmpIfNotGtIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotGeIImm { a, imm, target } => (
-                "JmpIfNotGeIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotEqIImm { a, imm, target } => (
-                "JmpIfNotEqIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotNeIImm { a, imm, target } => (
-                "JmpIfNotNeIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLtF { a, b, target } => (
-                "JmpIfNotLtF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfLtF { a, b, target } => (
-                "JmpIfLtF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfLeF { a, b, target } => (
-                "JmpIfLeF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLeF { a, b, target } => (
-                "JmpIfNotLeF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::ForPrep {
-                counter,
-                end,
-                target,
-            } => (
-                "ForPrep",
-                vec![
-                    Operand::Reg("counter", counter),
-                    Operand::Reg("end", end),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::ForLoop {
-                counter,
-                end,
-                target,
-            } => (
-                "ForLoop",
-                vec![
-                    Operand::Reg("counter", counter),
-                    Operand::Reg("end", end),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::Call { func, base, dst } => (
-                "Call",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Func(func),
-                    Operand::Reg("base", base),
-                ],
-            ),
-            Op::Return { src } => ("Return", vec![Operand::Reg("src", src)]),
+            Op::Move { dst, src } => ("Move", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::LoadInt { dst, imm } => ("LoadInt", vec![Reg("dst", dst), Imm(imm as i64)]),
+            Op::LoadConst { dst, k } => ("LoadConst", vec![Reg("dst", dst), Const(k)]),
+            Op::AddI { dst, a, b } => ("AddI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::SubI { dst, a, b } => ("SubI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::MulI { dst, a, b } => ("MulI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::DivI { dst, a, b } => ("DivI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::RemI { dst, a, b } => ("RemI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::AndI { dst, a, b } => ("AndI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::OrI { dst, a, b } => ("OrI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::XorI { dst, a, b } => ("XorI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::ShlI { dst, a, b } => ("ShlI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::ShrI { dst, a, b } => ("ShrI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NegI { dst, src } => ("NegI", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::AddIImm { dst, a, imm } => ("AddIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::MulIImm { dst, a, imm } => ("MulIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::DivIImm { dst, a, imm } => ("DivIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::RemIImm { dst, a, imm } => ("RemIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::AddF { dst, a, b } => ("AddF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::SubF { dst, a, b } => ("SubF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::MulF { dst, a, b } => ("MulF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::DivF { dst, a, b } => ("DivF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::RemF { dst, a, b } => ("RemF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NegF { dst, src } => ("NegF", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::EqI { dst, a, b } => ("EqI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NeI { dst, a, b } => ("NeI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LtI { dst, a, b } => ("LtI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LeI { dst, a, b } => ("LeI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::EqF { dst, a, b } => ("EqF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NeF { dst, a, b } => ("NeF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LtF { dst, a, b } => ("LtF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LeF { dst, a, b } => ("LeF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::EqS { dst, a, b } => ("EqS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NeS { dst, a, b } => ("NeS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LtS { dst, a, b } => ("LtS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LeS { dst, a, b } => ("LeS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::Not { dst, src } => ("Not", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::Jmp { target } => ("Jmp", vec![Target(target)]),
+            Op::JmpIf { a, target } => ("JmpIf", vec![Reg("a", a), Target(target)]),
+            Op::JmpIfNot { a, target } => ("JmpIfNot", vec![Reg("a", a), Target(target)]),
+            Op::JmpIfNotLtI { a, b, target } => ("JmpIfNotLtI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotLeI { a, b, target } => ("JmpIfNotLeI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotEqI { a, b, target } => ("JmpIfNotEqI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotNeI { a, b, target } => ("JmpIfNotNeI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotLtIImm { a, imm, target } => ("JmpIfNotLtIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotLeIImm { a, imm, target } => ("JmpIfNotLeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotGtIImm { a, imm, target } => ("JmpIfNotGtIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotGeIImm { a, imm, target } => ("JmpIfNotGeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotEqIImm { a, imm, target } => ("JmpIfNotEqIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotNeIImm { a, imm, target } => ("JmpIfNotNeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotLtF { a, b, target } => ("JmpIfNotLtF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfLtF { a, b, target } => ("JmpIfLtF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfLeF { a, b, target } => ("JmpIfLeF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotLeF { a, b, target } => ("JmpIfNotLeF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::ForPrep { counter, end, target } => ("ForPrep", vec![Reg("counter", counter), Reg("end", end), Target(target)]),
+            Op::ForLoop { counter, end, target } => ("ForLoop", vec![Reg("counter", counter), Reg("end", end), Target(target)]),
+            Op::Call { func, base, dst } => ("Call", vec![Reg("dst", dst), Func(func), Reg("base", base)]),
+            Op::Return { src } => ("Return", vec![Reg("src", src)]),
             Op::ReturnVoid => ("ReturnVoid", vec![]),
-            Op::Concat { dst, a, b } => (
-                "Concat",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LenS { dst, src } => (
-                "LenS",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::NewArray { dst, refs, cap } => (
-                "NewArray",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Flag("refs", refs),
-                    Operand::Num("cap", cap as u32),
-                ],
-            ),
-            Op::RepeatArray {
-                dst,
-                val,
-                count,
-                depth,
-                refs,
-            } => (
-                "RepeatArray",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("val", val),
-                    Operand::Reg("count", count),
-                    Operand::Num("depth", depth as u32),
-                    Operand::Flag("refs", refs),
-                ],
-            ),
-            Op::GetElem { dst, arr, idx } => (
-                "GetElem",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("arr", arr),
-                    Operand::Reg("idx", idx),
-                ],
-            ),
-            Op::SetElem { arr, idx, val } => (
-                "SetElem",
-                vec![
-                    Operand::Reg("arr", arr),
-                    Operand::Reg("idx", idx),
-                    Operand::Reg("val", val),
-                ],
-            ),
-            Op::LenA { dst, src } => (
-                "LenA",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::Push { arr, val } => (
-                "Push",
-                vec![Operand::Reg("arr", arr), Operand::Reg("val", val)],
-            ),
-            Op::Pop { dst, arr } => (
-                "Pop",
-                vec![Operand::Reg("dst", dst), Operand::Reg("arr", arr)],
-            ),
-            Op::Print { src, ty } => ("Print", vec![Operand::Reg("src", src), Operand::Type(ty)]),
-            Op::IntToFloat { dst, src } => (
-                "IntToFloat",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::FloatToInt { dst, src } => (
-                "FloatToInt",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::ToStr { dst, src, ty } => (
-                "ToStr",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("src", src),
-                    Operand::Type(ty),
-                ],
-            ),
-            Op::Sqrt { dst, src } => (
-                "Sqrt",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::Clock { dst } => ("Clock", vec![Operand::Reg("dst", dst)]),
-            Op::Args { dst } => ("Args", vec![Operand::Reg("dst", dst)]),
-            Op::ParseInt { dst, src } => (
-                "ParseInt",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::ParseFloat { dst, src } => (
-                "ParseFloat",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
+            Op::Concat { dst, a, b } => ("Concat", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LenS { dst, src } => ("LenS", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::NewArray { dst, refs, cap } => ("NewArray", vec![Reg("dst", dst), Flag("refs", refs), Num("cap", cap as u32)]),
+            Op::RepeatArray { dst, val, count, depth, refs } => ("RepeatArray", vec![Reg("dst", dst), Reg("val", val), Reg("count", count), Num("depth", depth as u32), Flag("refs", refs)]),
+            Op::GetElem { dst, arr, idx } => ("GetElem", vec![Reg("dst", dst), Reg("arr", arr), Reg("idx", idx)]),
+            Op::SetElem { arr, idx, val } => ("SetElem", vec![Reg("arr", arr), Reg("idx", idx), Reg("val", val)]),
+            Op::LenA { dst, src } => ("LenA", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::Push { arr, val } => ("Push", vec![Reg("arr", arr), Reg("val", val)]),
+            Op::Pop { dst, arr } => ("Pop", vec![Reg("dst", dst), Reg("arr", arr)]),
+            Op::Print { src, ty } => ("Print", vec![Reg("src", src), Type(ty)]),
+            Op::IntToFloat { dst, src } => ("IntToFloat", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::FloatToInt { dst, src } => ("FloatToInt", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::ToStr { dst, src, ty } => ("ToStr", vec![Reg("dst", dst), Reg("src", src), Type(ty)]),
+            Op::Sqrt { dst, src } => ("Sqrt", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::Clock { dst } => ("Clock", vec![Reg("dst", dst)]),
+            Op::Args { dst } => ("Args", vec![Reg("dst", dst)]),
+            Op::ParseInt { dst, src } => ("ParseInt", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::ParseFloat { dst, src } => ("ParseFloat", vec![Reg("dst", dst), Reg("src", src)]),
         }
     }
 }
