@@ -26,6 +26,13 @@
 //!    registers that are not parameters, run, and decrement `depth` on
 //!    return, error or not.
 //!
+//! Install entries with the unsafe [`Vm::set_entry`]; [`offsets`] gives
+//! the byte offsets of `depth`, `max_depth`, `frames` and `entry_table`
+//! for generated code. Compiled code reports errors with [`Vm::fail`] and
+//! can leave the allocating, printing and parsing instructions to
+//! [`crate::interp::run_slow_op`]. Nothing ever unwinds (panics) across an
+//! entry.
+//!
 //! # The value stack and frames
 //!
 //! One [`region::Region`] of `(max_depth + 1) * max_frame_size` slots,
