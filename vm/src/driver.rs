@@ -46,6 +46,9 @@ pub struct Options {
     /// Collect garbage at every allocation: slow, but any object the root
     /// maps forget is freed at once (for testing the VM).
     pub gc_stress: bool,
+    /// Write stdout out after every `print` instead of in 64 KiB chunks.
+    /// [`run`] turns it on when stdout is a terminal.
+    pub line_buffered: bool,
 }
 
 impl Default for Options {
@@ -53,6 +56,7 @@ impl Default for Options {
         Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
+            line_buffered: false,
         }
     }
 }
@@ -97,10 +101,16 @@ pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
 pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {
+    // SAFETY: isatty only inspects the descriptor.
+    let terminal = unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1;
+    let options = Options {
+        line_buffered: options.line_buffered || terminal,
+        ..options.clone()
+    };
     run_with(
         module,
         args,
-        options,
+        &options,
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     )
@@ -188,6 +198,7 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
+    vm.out.line_buffered = options.line_buffered;
     let status = interp::run_main(&mut vm);
     let flushed = vm.out.flush();
     let (error, trace) = match (status, flushed) {

@@ -86,6 +86,13 @@ fn compile_function(program: &Program, decl: &FnDecl, shared: &mut Shared) -> Re
         let (counted, _) = FnCompiler::new(program, decl, shared, 0, hoisted.clone()).run()?;
         let call_base = counted.reg_types.len();
         let (function, _) = FnCompiler::new(program, decl, shared, call_base, hoisted).run()?;
+        // The call area must start right after the typed registers.
+        if function.num_typed() != call_base {
+            return Err(Diagnostic::new(
+                decl.span,
+                "internal error: register allocation is not deterministic",
+            ));
+        }
         Ok(function)
     };
     match attempt(shared, hoisted) {
