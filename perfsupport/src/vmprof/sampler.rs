@@ -29,8 +29,8 @@
 //! * loads and stores atomics (the ring, the shadow stack, flags);
 //! * reads thread-local storage declared with a `const` initialiser and no
 //!   destructor (static TLS: an address computation, no lazy setup);
-//! * calls `clock_gettime` (async-signal-safe in POSIX) and `gettid`
-//!   (a bare system call);
+//! * calls `clock_gettime` (async-signal-safe in POSIX) and, once per
+//!   thread, `gettid` (a bare system call);
 //! * saves and restores `errno`, which those calls may change.
 //!
 //! It never allocates, locks, blocks or panics (all indexing is bounded by
@@ -291,6 +291,23 @@ fn process_cpu_ns() -> u64 {
         .saturating_add(now.tv_nsec as u64)
 }
 
+thread_local! {
+    // Static TLS like the shadow stack: safe to use in the handler.
+    static THREAD_ID: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The OS id of the calling thread, asked once per thread (`gettid`, a bare
+/// system call) and cached. Async-signal-safe.
+fn current_thread_id() -> usize {
+    THREAD_ID.with(|cached| {
+        if cached.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            cached.set(unsafe { libc::gettid() } as usize);
+        }
+        cached.get()
+    })
+}
+
 /// The SIGPROF handler. Async-signal-safe; see the module docs.
 extern "C" fn on_sigprof(_signal: libc::c_int) {
     // SAFETY: __errno_location returns this thread's errno slot, always
@@ -339,9 +356,9 @@ fn record_claimed() {
             // them towards the root).
             return;
         }
-        // SAFETY: gettid has no preconditions.
-        let thread_id = unsafe { libc::gettid() } as usize;
-        RING.push_with(weight as usize, thread_id, depth, |i| stack.id_at(i));
+        RING.push_with(weight as usize, current_thread_id(), depth, |i| {
+            stack.id_at(i)
+        });
     });
 }
 
