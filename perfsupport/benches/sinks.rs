@@ -6,7 +6,7 @@
 //!
 //! Targets: perf map entry < 1 µs, jitdump region with unwind + line info < 5 µs.
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gimli::write::{CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
 use gimli::{Encoding, Format, X86_64};
 use perfsupport::unwind::{PerfUnwindData, REGION_START};
@@ -18,7 +18,11 @@ use std::time::{Duration, Instant};
 const CODE_SIZE: usize = 108;
 
 fn cie() -> CommonInformationEntry {
-    let encoding = Encoding { address_size: 8, format: Format::Dwarf32, version: 1 };
+    let encoding = Encoding {
+        address_size: 8,
+        format: Format::Dwarf32,
+        version: 1,
+    };
     let mut cie = CommonInformationEntry::new(encoding, 1, -8, X86_64::RA);
     cie.add_instruction(CallFrameInstruction::Cfa(X86_64::RSP, 8));
     cie.add_instruction(CallFrameInstruction::Offset(X86_64::RA, -8));
@@ -37,7 +41,12 @@ fn fde() -> FrameDescriptionEntry {
 
 fn lines() -> Vec<LineEntry<'static>> {
     (0..8)
-        .map(|i| LineEntry { offset: i * 13, file: "examples/scripts/fib.toy", line: 3 + i, column: 5 })
+        .map(|i| LineEntry {
+            offset: i * 13,
+            file: "examples/scripts/fib.toy",
+            line: 3 + i,
+            column: 5,
+        })
         .collect()
 }
 
@@ -56,14 +65,67 @@ fn perf_map_entry(c: &mut Criterion) {
     });
 }
 
+/// Regions per batch in the batched benchmarks (one JIT finalize of a module).
+const BATCH: usize = 64;
+
+fn batched(c: &mut Criterion) {
+    let code = vec![0x90u8; CODE_SIZE * BATCH];
+    let names: Vec<String> = (0..BATCH).map(|i| format!("toy::function_{i}")).collect();
+    let (cie, fde, lines) = (cie(), fde(), lines());
+    let plain: Vec<CodeRegion> = (0..BATCH)
+        .map(|i| {
+            let bytes = &code[i * CODE_SIZE..(i + 1) * CODE_SIZE];
+            CodeRegion::new(bytes, &names[i], RegionKind::JitCode)
+        })
+        .collect();
+    let full: Vec<CodeRegion> = plain
+        .iter()
+        .map(|r| {
+            r.with_unwind(UnwindInfo {
+                cie: &cie,
+                fde: &fde,
+            })
+            .with_lines(&lines)
+        })
+        .collect();
+    let mut group = c.benchmark_group("batch of 64 regions");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("perf map", |b| {
+        b.iter_custom(|iters| {
+            let map = PerfMap::from_file(tempfile::tempfile().expect("tempfile"));
+            let started = Instant::now();
+            for _ in 0..iters {
+                map.register(black_box(&plain)).expect("register");
+            }
+            started.elapsed()
+        })
+    });
+    group.bench_function("jitdump with unwind + 8 line rows", |b| {
+        b.iter_custom(|iters| {
+            let dump =
+                JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
+            let started = Instant::now();
+            for _ in 0..iters {
+                dump.register(black_box(&full)).expect("register");
+            }
+            started.elapsed()
+        })
+    });
+    group.finish();
+}
+
 fn jitdump_region(c: &mut Criterion) {
     let code = vec![0x90u8; CODE_SIZE];
     let (cie, fde, lines) = (cie(), fde(), lines());
     c.bench_function("jitdump: one region with unwind + 8 line rows", |b| {
         b.iter_custom(|iters| {
-            let dump = JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
+            let dump =
+                JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
             let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode)
-                .with_unwind(UnwindInfo { cie: &cie, fde: &fde })
+                .with_unwind(UnwindInfo {
+                    cie: &cie,
+                    fde: &fde,
+                })
                 .with_lines(&lines);
             let started = Instant::now();
             for _ in 0..iters {
@@ -73,8 +135,11 @@ fn jitdump_region(c: &mut Criterion) {
         })
     });
     c.bench_function("unwind: perf payload only (eh_frame + hdr)", |b| {
-        let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode)
-            .with_unwind(UnwindInfo { cie: &cie, fde: &fde });
+        let region =
+            CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode).with_unwind(UnwindInfo {
+                cie: &cie,
+                fde: &fde,
+            });
         b.iter(|| PerfUnwindData::for_region(black_box(&region)).expect("build"))
     });
 }
@@ -84,6 +149,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = perf_map_entry, jitdump_region
+    targets = perf_map_entry, jitdump_region, batched
 }
 criterion_main!(benches);

@@ -131,7 +131,7 @@ impl PerfMap {
     /// # Errors
     ///
     /// The creation errors of
-    /// [`create_replacing_stale`](crate::safe_file::create_replacing_stale),
+    /// [`crate::safe_file::create_replacing_stale`],
     /// `AlreadyExists` if this process already writes that path, and an
     /// error if the map was finished.
     pub fn open(&self) -> io::Result<()> {
@@ -242,14 +242,7 @@ impl ProfilerSink for PerfMap {
         let open = self.ensure_open(&mut state)?;
         open.buffer.clear();
         for region in regions {
-            // Writing into a Vec cannot fail.
-            let _ = writeln!(
-                open.buffer,
-                "{:x} {:x} {}",
-                region.start(),
-                region.size(),
-                sanitize_name(region.name)
-            );
+            push_line(&mut open.buffer, region);
         }
         let result = open.file.write_all(&open.buffer);
         open.buffer.clear();
@@ -273,6 +266,34 @@ impl ProfilerSink for PerfMap {
         }
         Ok(())
     }
+}
+
+/// Appends `"<start hex> <size hex> <name>\n"` (what `"{:x} {:x} {}\n"`
+/// would print, without the formatting machinery: this is the hot path).
+fn push_line(out: &mut Vec<u8>, region: &CodeRegion<'_>) {
+    push_hex(out, region.start());
+    out.push(b' ');
+    push_hex(out, region.size());
+    out.push(b' ');
+    out.extend_from_slice(sanitize_name(region.name).as_bytes());
+    out.push(b'\n');
+}
+
+/// Appends `value` as lowercase hex without leading zeros or `0x`.
+fn push_hex(out: &mut Vec<u8>, value: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = DIGITS[(rest & 0xf) as usize];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// `<dir>/perf-<pid>.map` for the current process.
@@ -307,4 +328,18 @@ fn read_complete_lines(ours: &File, path: &Path) -> io::Result<Vec<u8>> {
         .map_or(0, |i| i + 1);
     contents.truncate(complete);
     Ok(contents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_matches_std_formatting() {
+        for value in [0, 1, 0xf, 0x10, 0xdead_beef, 0x7f12_3456_7000, u64::MAX] {
+            let mut out = Vec::new();
+            push_hex(&mut out, value);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{value:x}"));
+        }
+    }
 }

@@ -7,7 +7,7 @@
 //!    `PROT_READ | PROT_EXEC`, `MAP_PRIVATE` (the *marker*). `perf record -k 1`
 //!    logs that executable mapping, which is how `perf inject` finds the dump.
 //! 2. For each region the process appends DEBUG_INFO, UNWINDING_INFO and
-//!    CODE_LOAD records ([`format`] has the byte layouts), timestamped with
+//!    CODE_LOAD records ([`format`](mod@format) has the byte layouts), timestamped with
 //!    CLOCK_MONOTONIC.
 //! 3. `perf inject --jit -i perf.data -o perf.jit.data` writes
 //!    `<dir>/jitted-<pid>-<code_index>.so` per CODE_LOAD and injects an mmap
@@ -64,6 +64,10 @@ use std::path::{Path, PathBuf};
 const PERF_MAP_PREFIX: &str = "/tmp/perf-";
 
 /// A jitdump sink. See the [module docs](self).
+///
+/// One per process. A forked child must not write through its parent's
+/// `JitDump` (the records would carry the parent's pid and land in the
+/// parent's file): create a new one in the child.
 #[derive(Debug)]
 pub struct JitDump {
     state: Mutex<State>,
@@ -93,7 +97,7 @@ impl JitDump {
     /// # Errors
     ///
     /// `InvalidInput` for a directory under `/tmp/perf-`; the creation errors
-    /// of [`create_replacing_stale`](crate::safe_file::create_replacing_stale);
+    /// of [`crate::safe_file::create_replacing_stale`];
     /// `AlreadyExists` if this process already writes the dump; the I/O error
     /// of writing the header or of the marker `mmap` (e.g. a `noexec` mount).
     pub fn create_in(dir: impl AsRef<Path>) -> io::Result<JitDump> {
