@@ -220,7 +220,9 @@ impl PerfMap {
         }
         match state {
             State::Open(open) => Ok(open),
-            _ => Err(io::Error::other("perf map: already finished")),
+            _ => Err(io::Error::other(
+                "perf map: closed (finished, or it could not follow a fork)",
+            )),
         }
     }
 }

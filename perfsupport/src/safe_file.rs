@@ -59,6 +59,8 @@ pub enum WriteMode {
     /// `O_RDWR`: needed for files that are also memory-mapped, such as the
     /// jitdump marker mapping (`mmap` needs a readable descriptor).
     ReadWrite,
+    /// `O_WRONLY`: plain sequential writing by this process only.
+    Write,
 }
 
 /// Creates a new file at `path` with permissions `mode`, replacing a stale
@@ -104,6 +106,7 @@ fn create_exclusive(path: &Path, mode: u32, write_mode: WriteMode) -> io::Result
     match write_mode {
         WriteMode::Append => options.append(true),
         WriteMode::ReadWrite => options.read(true).write(true),
+        WriteMode::Write => options.write(true),
     };
     // `create_new` is O_CREAT | O_EXCL: the open fails with EEXIST when
     // anything, even a dangling symlink, is at `path`. O_NOFOLLOW is redundant

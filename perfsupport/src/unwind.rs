@@ -241,6 +241,9 @@ fn build_perf(
     unwind: Option<UnwindInfo<'_>>,
     base: FdeBase,
 ) -> io::Result<PerfUnwindData> {
+    if code_size > i32::MAX as u64 {
+        return Err(invalid("code regions of 2 GiB or more are not supported"));
+    }
     let Some(unwind) = unwind else {
         return Ok(header_only());
     };
@@ -381,7 +384,7 @@ impl LayoutWriter {
             (Address::Constant(value), FdeBase::Runtime(start)) => {
                 let offset = value.wrapping_sub(start);
                 if offset <= self.code_size {
-                    Ok(self.code_address + offset)
+                    Ok(self.code_address.wrapping_add(offset))
                 } else {
                     Err(gimli::write::Error::InvalidAddress)
                 }
