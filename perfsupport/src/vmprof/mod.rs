@@ -55,6 +55,8 @@ pub mod writer;
 
 use std::fmt;
 use std::path::Path;
+
+use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 use std::time::Duration;
 
 pub use format::Timeval;
@@ -74,17 +76,20 @@ pub use shadow_stack::{
 };
 pub use writer::ProfileSummary;
 
-/// Starts profiling into a new file at `path`, created safely (see
-/// [`crate::safe_file`]): it must not exist yet...
+/// Starts profiling into a file at `path` created by
+/// [`crate::safe_file::create_replacing_stale`]: a new inode with mode 0644,
+/// close-on-exec, never reached through a symlink. A regular file of ours
+/// already at `path` is replaced; a symlink, a directory, a device or another
+/// user's file there is an error, as is a missing or read-only directory.
 pub fn enable_path(path: &Path, options: &EnableOptions) -> Result<(), VmprofError> {
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|source| VmprofError::Io {
-            context: "creating the profile file",
-            source,
+    // Check the options before touching the file system.
+    options.validate()?;
+    let file =
+        create_replacing_stale(path, PROFILER_FILE_MODE, WriteMode::Write).map_err(|source| {
+            VmprofError::Io {
+                context: "creating the profile file",
+                source,
+            }
         })?;
     enable_with(file, options)
 }

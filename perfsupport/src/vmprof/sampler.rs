@@ -91,6 +91,25 @@ pub struct EnableOptions {
 }
 
 impl EnableOptions {
+    /// Checks the interval, the interpreter name and the META keys.
+    pub fn validate(&self) -> Result<(), VmprofError> {
+        if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&self.interval) {
+            return Err(VmprofError::InvalidInterval(self.interval));
+        }
+        let interp = self.interp_name.as_str();
+        if interp.len() > MAX_INTERP_NAME || interp.eq_ignore_ascii_case("pypy") {
+            return Err(VmprofError::InvalidInterpName(interp.to_owned()));
+        }
+        let mut keys: Vec<&str> = BUILTIN_META_KEYS.to_vec();
+        for (key, _) in &self.meta {
+            if keys.contains(&key.as_str()) {
+                return Err(VmprofError::DuplicateMetaKey(key.clone()));
+            }
+            keys.push(key);
+        }
+        Ok(())
+    }
+
     /// Options with the default interval and no extra meta records.
     pub fn new(interp_name: &str) -> EnableOptions {
         EnableOptions {
@@ -190,36 +209,28 @@ fn stop_sampling() {
     }
 }
 
+/// The META keys every profile has, in the order written.
+const BUILTIN_META_KEYS: [&str; 5] = ["os", "bits", "interp", "start_time", "period_us"];
+
 fn encode_preamble(options: &EnableOptions) -> Result<Preamble, VmprofError> {
+    options.validate()?;
     let interval = options.interval;
-    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
-        return Err(VmprofError::InvalidInterval(interval));
-    }
     let interp = options.interp_name.as_str();
-    if interp.len() > MAX_INTERP_NAME || interp.eq_ignore_ascii_case("pypy") {
-        return Err(VmprofError::InvalidInterpName(interp.to_owned()));
-    }
     let start = Timeval::now();
     let period_us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
-    let builtin = [
-        ("os", std::env::consts::OS.to_owned()),
-        ("bits", (usize::BITS).to_string()),
-        ("interp", interp.to_owned()),
-        ("start_time", format!("{}.{:06}", start.sec, start.usec)),
-        ("period_us", period_us.to_string()),
+    let values = [
+        std::env::consts::OS.to_owned(),
+        usize::BITS.to_string(),
+        interp.to_owned(),
+        format!("{}.{:06}", start.sec, start.usec),
+        period_us.to_string(),
     ];
-    let mut keys: Vec<&str> = builtin.iter().map(|(key, _)| *key).collect();
-    for (key, _) in &options.meta {
-        if keys.contains(&key.as_str()) {
-            return Err(VmprofError::DuplicateMetaKey(key.clone()));
-        }
-        keys.push(key);
-    }
+    let builtin = BUILTIN_META_KEYS.iter().zip(values);
     let mut encoder = Encoder::new();
     encoder.header(period_us, interp);
     encoder.start_time(start);
-    for (key, value) in &builtin {
-        encoder.meta(key, value);
+    for (key, value) in builtin {
+        encoder.meta(key, &value);
     }
     for (key, value) in &options.meta {
         encoder.meta(key, value);

@@ -1,0 +1,289 @@
+//! [`JitDump`]: the `jit-<pid>.dump` file `perf inject --jit` turns into one
+//! ELF object per region, with symbols, unwind tables and source lines.
+//!
+//! # How perf uses it
+//!
+//! 1. The process creates `<dir>/jit-<pid>.dump` and maps its first page
+//!    `PROT_READ | PROT_EXEC`, `MAP_PRIVATE` (the *marker*). `perf record -k 1`
+//!    logs that executable mapping, which is how `perf inject` finds the dump.
+//! 2. For each region the process appends DEBUG_INFO, UNWINDING_INFO and
+//!    CODE_LOAD records ([`format`](mod@format) has the byte layouts), timestamped with
+//!    CLOCK_MONOTONIC.
+//! 3. `perf inject --jit -i perf.data -o perf.jit.data` writes
+//!    `<dir>/jitted-<pid>-<code_index>.so` per CODE_LOAD and injects an mmap
+//!    event for it at the record's timestamp, covering
+//!    `[code_addr, code_addr + ALIGN8(code_size) + mapped_size)`.
+//!    Anonymous executable mappings that appear **after** the marker are
+//!    dropped from the output, so the injected objects win.
+//!
+//! # Rules for the VM
+//!
+//! * **Create the dump before any JIT code becomes executable**
+//!   ([`JitDump::create_in`] maps the marker at once). An `//anon` exec
+//!   mapping recorded before the marker is kept by perf and can hide the
+//!   injected objects.
+//! * **Register after the code is final** (after `finalize_definitions` /
+//!   `mprotect(RX)`) and before it first runs: CODE_LOAD copies the live
+//!   bytes, and samples before the record's timestamp are not attributed.
+//! * **Pad regions** by [`reserved_region_size`](crate::unwind::reserved_region_size)
+//!   so the injected ranges do not overlap.
+//! * Use anonymous `mmap` code memory, never the malloc heap (perf does not
+//!   drop later `[heap]` mappings).
+//! * The directory must not start with `/tmp/perf-` (perf would parse the
+//!   `jitted-*.so` files as perf maps; refused here), must allow exec
+//!   mappings (no `noexec` mount), and the dump must stay until
+//!   `perf inject` has run.
+//!
+//! # The build-id marker
+//!
+//! Upstream perf (2025+) derives each `jitted-*.so` build-id from the code
+//! bytes alone, so byte-identical regions (per-function interpreter
+//! trampolines) would be merged and show one name. Like CPython's
+//! `perf_jit_trampoline.c`, the writer XORs a marker unique to the process
+//! and the code index into the last bytes of the **copy** it dumps
+//! ([`format::apply_build_id_marker`], [`JitDump::build_id_marker`]). The
+//! live code is never modified.
+
+pub mod format;
+
+use crate::os::{MarkerMapping, current_tid, monotonic_ns};
+use crate::region::{CodeRegion, validate_batch};
+use crate::safe_file::{
+    PROFILER_FILE_MODE, PathClaim, WriteMode, create_replacing_stale, with_context,
+};
+use crate::sink::ProfilerSink;
+use crate::unwind::PerfUnwindData;
+use format::CodeLoad;
+use parking_lot::Mutex;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The prefix perf treats as a perf map (`/tmp/perf-*`): a dump there breaks
+/// symbolization of every injected object.
+const PERF_MAP_PREFIX: &str = "/tmp/perf-";
+
+/// A jitdump sink. See the [module docs](self).
+///
+/// One per process. A forked child must not write through its parent's
+/// `JitDump` (the records would carry the parent's pid and land in the
+/// parent's file): create a new one in the child.
+#[derive(Debug)]
+pub struct JitDump {
+    state: Mutex<State>,
+    /// `None` for a dump built with [`JitDump::from_file`].
+    claim: Option<PathClaim>,
+    /// Kept for the process lifetime, never unmapped (see [`MarkerMapping`]).
+    marker: Option<MarkerMapping>,
+    pid: u32,
+    /// Per-process part of the build-id marker.
+    salt: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    /// `None` after `finish`.
+    file: Option<File>,
+    next_code_index: u64,
+    /// Formatting buffer reused across batches (empty between batches).
+    buffer: Vec<u8>,
+}
+
+impl JitDump {
+    /// Creates `<dir>/jit-<pid>.dump`, writes the header, and maps the marker.
+    ///
+    /// Call once per process, before any JIT code is made executable.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a directory under `/tmp/perf-`; the creation errors
+    /// of [`crate::safe_file::create_replacing_stale`];
+    /// `AlreadyExists` if this process already writes the dump; the I/O error
+    /// of writing the header or of the marker `mmap` (e.g. a `noexec` mount).
+    pub fn create_in(dir: impl AsRef<Path>) -> io::Result<JitDump> {
+        let path = dump_path_in(dir.as_ref())?;
+        let claim = PathClaim::claim(&path)?;
+        let file = create_replacing_stale(&path, PROFILER_FILE_MODE, WriteMode::ReadWrite)?;
+        let mut dump = JitDump::with_file(file, Some(claim))?;
+        let marker = MarkerMapping::map(
+            dump.state
+                .get_mut()
+                .file
+                .as_ref()
+                .ok_or_else(|| io::Error::other("jitdump: file vanished during creation"))?,
+        )
+        .map_err(|err| with_context(err, "cannot map the jitdump marker of", &path))?;
+        dump.marker = Some(marker);
+        Ok(dump)
+    }
+
+    /// The conventional dump directory: `$JITDUMPDIR` if set (the jvmti
+    /// agent's convention; perf itself does not read it), else the current
+    /// directory.
+    pub fn default_dir() -> PathBuf {
+        std::env::var_os("JITDUMPDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+
+    /// A dump written to an already open file (tests, `/dev/full`, pipes).
+    /// The header is written at once. With `map_marker`, the file's first page
+    /// is mapped as the marker (the file must then be open for reading and
+    /// support `mmap`); without, perf cannot find the dump.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of writing the header or of the marker `mmap`.
+    pub fn from_file(file: File, map_marker: bool) -> io::Result<JitDump> {
+        let mut dump = JitDump::with_file(file, None)?;
+        if map_marker {
+            let file = dump.state.get_mut().file.as_ref();
+            let file = file.ok_or_else(|| io::Error::other("jitdump: no file"))?;
+            dump.marker = Some(MarkerMapping::map(file)?);
+        }
+        Ok(dump)
+    }
+
+    fn with_file(mut file: File, claim: Option<PathClaim>) -> io::Result<JitDump> {
+        let pid = std::process::id();
+        let created = monotonic_ns();
+        let mut header = Vec::with_capacity(format::HEADER_SIZE as usize);
+        format::put_header(&mut header, pid, created);
+        file.write_all(&header).map_err(|err| match &claim {
+            Some(claim) => with_context(err, "cannot write the jitdump header to", claim.path()),
+            None => with_context(
+                err,
+                "cannot write the jitdump header to",
+                Path::new("jitdump"),
+            ),
+        })?;
+        Ok(JitDump {
+            state: Mutex::new(State {
+                file: Some(file),
+                next_code_index: 0,
+                buffer: Vec::new(),
+            }),
+            claim,
+            marker: None,
+            pid,
+            salt: mix64(u64::from(pid) << 32 ^ created),
+        })
+    }
+
+    /// Path of the dump file, `None` for a dump built with [`JitDump::from_file`].
+    pub fn path(&self) -> Option<&Path> {
+        self.claim.as_ref().map(PathClaim::path)
+    }
+
+    /// Address of the marker mapping, if one was made.
+    pub fn marker_address(&self) -> Option<usize> {
+        self.marker.as_ref().map(MarkerMapping::address)
+    }
+
+    /// The value XORed into the dumped copy of the region with `code_index`
+    /// (see [`format::apply_build_id_marker`]). Different for every index of
+    /// this dump, and different between processes.
+    pub fn build_id_marker(&self, code_index: u64) -> u64 {
+        mix64(self.salt ^ code_index)
+    }
+}
+
+impl ProfilerSink for JitDump {
+    fn name(&self) -> &str {
+        "jitdump"
+    }
+
+    fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+        validate_batch(regions)?;
+        // Unwind payloads are pure computation: build them outside the lock.
+        let unwind = regions
+            .iter()
+            .map(PerfUnwindData::for_region)
+            .collect::<io::Result<Vec<_>>>()?;
+        let tid = current_tid();
+        let mut state = self.state.lock();
+        let State {
+            file,
+            next_code_index,
+            buffer,
+        } = &mut *state;
+        let Some(file) = file.as_mut() else {
+            return Err(io::Error::other(
+                "jitdump: no longer writing (finished, or an earlier write failed)",
+            ));
+        };
+        buffer.clear();
+        for (region, unwind) in regions.iter().zip(&unwind) {
+            if !region.lines.is_empty() {
+                format::put_debug_info(buffer, region, monotonic_ns());
+            }
+            format::put_unwinding_info(buffer, unwind, monotonic_ns());
+            let code_index = *next_code_index;
+            *next_code_index += 1;
+            let load = CodeLoad {
+                pid: self.pid,
+                tid,
+                code_index,
+                build_id_marker: self.build_id_marker(code_index),
+                region,
+            };
+            format::put_code_load(buffer, &load, monotonic_ns());
+        }
+        let result = file.write_all(buffer);
+        buffer.clear();
+        if let Err(err) = result {
+            // A partly written record would make every later record
+            // unreadable: stop writing (registrations now fail).
+            state.file = None;
+            return Err(self.write_error(err));
+        }
+        Ok(())
+    }
+
+    fn finish(&self) -> io::Result<()> {
+        let mut state = self.state.lock();
+        let Some(mut file) = state.file.take() else {
+            return Ok(());
+        };
+        let mut close = Vec::with_capacity(format::RECORD_HEADER_SIZE as usize);
+        format::put_close(&mut close, monotonic_ns());
+        file.write_all(&close)
+            .map_err(|err| self.write_error(err))?;
+        // The marker mapping stays: perf only needs it to have existed, and
+        // unmapping it is never required.
+        Ok(())
+    }
+}
+
+impl JitDump {
+    fn write_error(&self, err: io::Error) -> io::Error {
+        with_context(
+            err,
+            "cannot write",
+            self.path().unwrap_or(Path::new("jitdump")),
+        )
+    }
+}
+
+/// `<dir>/jit-<pid>.dump`, refusing directories perf would misread.
+fn dump_path_in(dir: &Path) -> io::Result<PathBuf> {
+    let path = std::path::absolute(dir.join(format!("jit-{}.dump", std::process::id())))?;
+    if path.to_string_lossy().starts_with(PERF_MAP_PREFIX) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "refusing jitdump path {}: perf treats files under {PERF_MAP_PREFIX}* as perf maps",
+                path.display()
+            ),
+        ));
+    }
+    Ok(path)
+}
+
+/// SplitMix64 finalizer: spreads every input bit over all output bytes, so
+/// consecutive code indices give unrelated markers.
+fn mix64(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}

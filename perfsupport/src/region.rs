@@ -1,0 +1,251 @@
+//! [`CodeRegion`]: one piece of machine code as profilers need to see it.
+//!
+//! A region is whatever the VM wants a profiler to name: a compiled function,
+//! an interpreter-entry trampoline, a stub. It carries the live code bytes
+//! (their address and length are what perf maps and jitdump describe), a
+//! name, and optionally DWARF call-frame information and a line table.
+//!
+//! Regions borrow everything: building one costs nothing, and sinks copy what
+//! they keep. The VM builds regions right after its JIT has made the code
+//! final and executable, hands them to [`ProfilerSink::register`], and may
+//! drop them afterwards.
+//!
+//! [`ProfilerSink::register`]: crate::ProfilerSink::register
+
+use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
+use std::io;
+
+/// What kind of code a region holds. Sinks pass it through; it does not
+/// change the bytes perf sees, but it lets a profiler group or filter regions
+/// (for example to hide trampolines).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RegionKind {
+    /// Code compiled from a guest function by the JIT.
+    JitCode,
+    /// A small generated stub, such as a per-function interpreter-entry
+    /// trampoline that makes interpreted frames visible to native profilers.
+    Trampoline,
+    /// Any other generated code (runtime stubs, inline caches, ...).
+    Other,
+}
+
+/// DWARF call-frame information for one region, as Cranelift produces it.
+///
+/// * `cie` comes from `isa.create_systemv_cie()`. It may be shared by all
+///   regions. Its `fde_address_encoding` is ignored: every layout sets the
+///   encoding it needs. A personality routine or LSDA is not supported
+///   (registration fails with `InvalidInput`).
+/// * `fde` comes from `UnwindInfo::to_fde(address)`, where `address` is
+///   either the region's runtime start, `Address::Constant(start)`, or the
+///   relocatable form [`REGION_START`](crate::unwind::REGION_START) (symbol 0,
+///   addend 0). Its length must equal the region's code size.
+///
+/// The unwind builders in [`crate::unwind`] re-base the FDE for each layout
+/// (perf's position-independent injected ELF, or absolute addresses for
+/// `__register_frame`), so one `UnwindInfo` serves every sink.
+#[derive(Clone, Copy, Debug)]
+pub struct UnwindInfo<'a> {
+    /// The common information entry (initial CFA rule, alignment factors).
+    pub cie: &'a CommonInformationEntry,
+    /// The frame description entry (CFA rules per code offset).
+    pub fde: &'a FrameDescriptionEntry,
+}
+
+/// One row of a region's line table: from `offset` on (up to the next row's
+/// offset, or the end of the code), the code belongs to `file:line:column`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineEntry<'a> {
+    /// Offset from the region start of the first instruction of this row.
+    pub offset: u32,
+    /// Source file name, shown by `perf report --sort srcline` as `file:line`.
+    pub file: &'a str,
+    /// 1-based line number.
+    pub line: u32,
+    /// 1-based column, or 0 if unknown. perf 6.1 ignores it (jitdump calls it
+    /// the "discriminator"); other readers may use it.
+    pub column: u32,
+}
+
+/// One region of generated machine code, described for profilers.
+///
+/// # Contract
+///
+/// The caller guarantees, when registering, that `code` is the **live,
+/// final** machine code: the bytes at their executable address after all
+/// relocations are applied (Cranelift patches calls during
+/// `finalize_definitions`, so its compiled buffer is *not* what runs).
+/// Build `code` with `std::slice::from_raw_parts(entry_ptr, size)` on the
+/// JIT side, where the knowledge that this memory is readable lives.
+#[derive(Clone, Copy, Debug)]
+pub struct CodeRegion<'a> {
+    /// The live code bytes; `code.as_ptr()` is the region's start address.
+    pub code: &'a [u8],
+    /// Symbol name shown by profilers, e.g. `toy::fib`. Newlines and NULs are
+    /// replaced when written. perf ignores perf-map names of 2 bytes or less.
+    pub name: &'a str,
+    /// What the code is.
+    pub kind: RegionKind,
+    /// Call-frame information, if the code generator produced it.
+    pub unwind: Option<UnwindInfo<'a>>,
+    /// Line table rows sorted by `offset`, each offset inside the code; may be empty.
+    pub lines: &'a [LineEntry<'a>],
+}
+
+impl<'a> CodeRegion<'a> {
+    /// A region with no unwind information and no line table.
+    pub fn new(code: &'a [u8], name: &'a str, kind: RegionKind) -> Self {
+        CodeRegion {
+            code,
+            name,
+            kind,
+            unwind: None,
+            lines: &[],
+        }
+    }
+
+    /// The same region with call-frame information.
+    pub fn with_unwind(self, unwind: UnwindInfo<'a>) -> Self {
+        CodeRegion {
+            unwind: Some(unwind),
+            ..self
+        }
+    }
+
+    /// The same region with a line table (rows sorted by offset).
+    pub fn with_lines(self, lines: &'a [LineEntry<'a>]) -> Self {
+        CodeRegion { lines, ..self }
+    }
+
+    /// Runtime address of the first code byte.
+    pub fn start(&self) -> u64 {
+        self.code.as_ptr() as u64
+    }
+
+    /// Code size in bytes.
+    pub fn size(&self) -> u64 {
+        self.code.len() as u64
+    }
+
+    /// Checks what every sink relies on, so a bad region is rejected before
+    /// anything is written: non-empty code below 2 GiB (perf reads sizes as
+    /// `int`), name and line table below 1 GiB, and a sorted line table
+    /// inside the code.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput`, naming the region and the problem.
+    pub fn validate(&self) -> io::Result<()> {
+        if self.code.is_empty() {
+            return Err(self.invalid("code is empty"));
+        }
+        if self.code.len() > i32::MAX as usize {
+            return Err(self.invalid("code is larger than 2 GiB"));
+        }
+        // Keep every jitdump record far below its u32 size field.
+        let line_bytes: usize = self.lines.iter().map(|e| e.file.len() + 17).sum();
+        if self.name.len() + line_bytes > MAX_METADATA_BYTES {
+            return Err(self.invalid("name and line table are larger than 1 GiB"));
+        }
+        let mut previous = 0;
+        for entry in self.lines {
+            if entry.offset as usize >= self.code.len() {
+                return Err(self.invalid(&format!(
+                    "line entry offset {} is outside the {} code bytes",
+                    entry.offset,
+                    self.code.len()
+                )));
+            }
+            if entry.offset < previous {
+                return Err(self.invalid("line entries are not sorted by offset"));
+            }
+            previous = entry.offset;
+        }
+        Ok(())
+    }
+
+    fn invalid(&self, problem: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("code region {:?}: {problem}", self.name),
+        )
+    }
+}
+
+/// Upper bound for a region's name plus line-table bytes.
+const MAX_METADATA_BYTES: usize = 1 << 30;
+
+/// Validates every region of a batch (see [`CodeRegion::validate`]).
+pub(crate) fn validate_batch(regions: &[CodeRegion<'_>]) -> io::Result<()> {
+    regions.iter().try_for_each(CodeRegion::validate)
+}
+
+/// Replaces the bytes that would break a one-line or NUL-terminated name
+/// (`\n`, `\r`, NUL) with `_`, borrowing when nothing needs replacing.
+pub(crate) fn sanitize_name(name: &str) -> std::borrow::Cow<'_, str> {
+    // A byte scan: all three are ASCII, so they never occur inside a
+    // multi-byte UTF-8 sequence (and it is much faster than a char pattern).
+    if name.bytes().any(|b| matches!(b, b'\n' | b'\r' | 0)) {
+        std::borrow::Cow::Owned(name.replace(['\n', '\r', '\0'], "_"))
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_rejects_bad_regions() {
+        let code = [0x90u8; 8];
+        assert!(
+            CodeRegion::new(&code, "toy::ok", RegionKind::JitCode)
+                .validate()
+                .is_ok()
+        );
+        let empty = CodeRegion::new(&[], "toy::empty", RegionKind::Other);
+        assert_eq!(
+            empty.validate().unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        let outside = [LineEntry {
+            offset: 8,
+            file: "a.toy",
+            line: 1,
+            column: 0,
+        }];
+        let err = CodeRegion::new(&code, "toy::f", RegionKind::JitCode)
+            .with_lines(&outside)
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("outside"), "{err}");
+        let unsorted = [
+            LineEntry {
+                offset: 4,
+                file: "a.toy",
+                line: 1,
+                column: 0,
+            },
+            LineEntry {
+                offset: 2,
+                file: "a.toy",
+                line: 2,
+                column: 0,
+            },
+        ];
+        let err = CodeRegion::new(&code, "toy::f", RegionKind::JitCode)
+            .with_lines(&unsorted)
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("not sorted"), "{err}");
+    }
+
+    #[test]
+    fn names_are_sanitized_only_when_needed() {
+        assert!(matches!(
+            sanitize_name("toy::f"),
+            std::borrow::Cow::Borrowed("toy::f")
+        ));
+        assert_eq!(sanitize_name("a\nb\rc\0d"), "a_b_c_d");
+    }
+}

@@ -1,0 +1,168 @@
+//! The [`ProfilerSink`] trait every profiler output implements, and
+//! [`Profilers`], which fans one registration out to several sinks.
+
+use crate::region::CodeRegion;
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A destination for code-region descriptions: a perf map, a jitdump, a
+/// VMProf-style registry, ...
+///
+/// Modelled on wasmtime's `ProfilingAgent`. Sinks are shared between threads
+/// (`&self` methods) and do their own locking.
+pub trait ProfilerSink: Send + Sync {
+    /// Short name used in error messages, e.g. `"perf map"`.
+    fn name(&self) -> &str;
+
+    /// Describes a batch of regions that just became executable.
+    ///
+    /// A batch is what one JIT finalize produced; sinks write it as a unit
+    /// and flush it before returning, so a profiler reading mid-run sees only
+    /// complete entries. The caller guarantees every region's code is live
+    /// and final (see [`CodeRegion`]) and must call this before the code
+    /// first runs, so samples in it can be attributed.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if a region is malformed (nothing of the batch is
+    /// written), any other kind for I/O failures.
+    fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()>;
+
+    /// Flushes and closes the output at VM shutdown. Later `register` calls
+    /// fail. Calling `finish` twice is harmless.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of the final write or flush.
+    fn finish(&self) -> io::Result<()>;
+}
+
+/// A sink that failed and was switched off by [`Profilers`].
+#[derive(Debug)]
+pub struct SinkFailure {
+    /// The failing sink's [`ProfilerSink::name`].
+    pub sink: String,
+    /// What went wrong.
+    pub error: io::Error,
+    /// True when the sink was switched off (an I/O failure); false when only
+    /// this batch was rejected (`InvalidInput`: nothing was written).
+    pub disabled: bool,
+}
+
+impl fmt::Display for SinkFailure {
+    /// `"<sink>: <error>; profiling output disabled"` for a disabled sink,
+    /// `"<sink>: <error>; regions not registered"` for a rejected batch.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let consequence = if self.disabled {
+            "profiling output disabled"
+        } else {
+            "regions not registered"
+        };
+        write!(f, "{}: {}; {consequence}", self.sink, self.error)
+    }
+}
+
+impl std::error::Error for SinkFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// Several sinks registered as one.
+///
+/// The first I/O failure of a sink is returned once (for the VM to print)
+/// and the sink is disabled: a half-written jitdump must not be extended,
+/// and the other sinks keep going. Invalid regions (`InvalidInput`) are
+/// reported every time but do not disable the sink, since nothing was
+/// written.
+#[derive(Default)]
+pub struct Profilers {
+    sinks: Vec<ActiveSink>,
+}
+
+struct ActiveSink {
+    sink: Box<dyn ProfilerSink>,
+    disabled: AtomicBool,
+}
+
+impl Profilers {
+    /// No sinks: registering does nothing.
+    pub fn new() -> Self {
+        Profilers::default()
+    }
+
+    /// Adds a sink.
+    pub fn add(&mut self, sink: Box<dyn ProfilerSink>) {
+        self.sinks.push(ActiveSink {
+            sink,
+            disabled: AtomicBool::new(false),
+        });
+    }
+
+    /// True when no sink was added (the VM can skip building regions).
+    pub fn is_empty(&self) -> bool {
+        self.sinks.is_empty()
+    }
+
+    /// Names of the sinks that are still enabled.
+    pub fn active_sinks(&self) -> Vec<&str> {
+        self.sinks
+            .iter()
+            .filter(|s| !s.disabled.load(Ordering::Relaxed))
+            .map(|s| s.sink.name())
+            .collect()
+    }
+
+    /// Registers a batch with every enabled sink and returns the failures
+    /// (empty when all succeeded).
+    pub fn register(&self, regions: &[CodeRegion<'_>]) -> Vec<SinkFailure> {
+        self.for_each_enabled(|sink| sink.register(regions))
+    }
+
+    /// [`Profilers::register`], printing each failure on stderr as
+    /// `perfsupport: <failure>` (see [`SinkFailure`]'s `Display`). An I/O
+    /// failure is printed once, because the sink is then disabled.
+    pub fn register_or_warn(&self, regions: &[CodeRegion<'_>]) {
+        for failure in self.register(regions) {
+            eprintln!("perfsupport: {failure}");
+        }
+    }
+
+    /// Finishes every enabled sink (at VM shutdown) and returns the failures.
+    pub fn finish(&self) -> Vec<SinkFailure> {
+        self.for_each_enabled(|sink| sink.finish())
+    }
+
+    fn for_each_enabled(
+        &self,
+        mut call: impl FnMut(&dyn ProfilerSink) -> io::Result<()>,
+    ) -> Vec<SinkFailure> {
+        let mut failures = Vec::new();
+        for active in &self.sinks {
+            if active.disabled.load(Ordering::Relaxed) {
+                continue;
+            }
+            if let Err(error) = call(active.sink.as_ref()) {
+                let invalid_input = error.kind() == io::ErrorKind::InvalidInput;
+                // `swap` makes sure only one thread reports an I/O failure.
+                if invalid_input || !active.disabled.swap(true, Ordering::Relaxed) {
+                    failures.push(SinkFailure {
+                        sink: active.sink.name().to_string(),
+                        error,
+                        disabled: !invalid_input,
+                    });
+                }
+            }
+        }
+        failures
+    }
+}
+
+impl fmt::Debug for Profilers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Profilers")
+            .field("active_sinks", &self.active_sinks())
+            .finish()
+    }
+}

@@ -1,0 +1,200 @@
+//! Failure injection: every I/O problem is an error the VM can print once;
+//! nothing panics, nothing is written through a symlink.
+
+mod common;
+
+use common::scratch_dir;
+use perfsupport::{CodeRegion, JitDump, PerfMap, ProfilerSink, Profilers, RegionKind};
+use std::io::{self, ErrorKind};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const CODE: [u8; 8] = [0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3, 0xcc];
+
+fn region() -> CodeRegion<'static> {
+    CodeRegion::new(&CODE, "toy::f", RegionKind::JitCode)
+}
+
+fn dev_full() -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full")
+}
+
+#[test]
+fn missing_directory() {
+    let dir = Path::new("/nonexistent-psupport/deeper");
+    let err = PerfMap::in_dir(dir).register(&[region()]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(
+        err.to_string()
+            .contains("/nonexistent-psupport/deeper/perf-"),
+        "{err}"
+    );
+    let err = JitDump::create_in(dir).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(err.to_string().contains("jit-"), "{err}");
+}
+
+#[test]
+fn read_only_directories_even_for_root() {
+    for dir in ["/proc", "/sys"] {
+        let err = PerfMap::in_dir(dir).open().unwrap_err();
+        assert!(err.to_string().contains("cannot create"), "{dir}: {err}");
+        let err = JitDump::create_in(dir).unwrap_err();
+        assert!(err.to_string().contains("cannot create"), "{dir}: {err}");
+    }
+}
+
+#[test]
+fn no_space_left_on_device() {
+    let map = PerfMap::from_file(dev_full());
+    let err = map.register(&[region()]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::StorageFull, "{err}");
+    // The header is written at creation, so a full disk shows up there.
+    let err = JitDump::from_file(dev_full(), false).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::StorageFull, "{err}");
+    assert!(err.to_string().contains("jitdump header"), "{err}");
+}
+
+#[test]
+fn jitdump_stops_after_a_failed_write() {
+    // A pipe whose reader goes away: the header fits, later writes fail
+    // with EPIPE (the Rust runtime ignores SIGPIPE).
+    let (reader, writer) = io::pipe().unwrap();
+    let dump = JitDump::from_file(
+        std::fs::File::from(std::os::fd::OwnedFd::from(writer)),
+        false,
+    )
+    .unwrap();
+    drop(reader);
+    let err = dump.register(&[region()]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BrokenPipe, "{err}");
+    let err = dump.register(&[region()]).unwrap_err();
+    assert!(
+        err.to_string().contains("no longer writing"),
+        "no writes after a partial record: {err}"
+    );
+}
+
+#[test]
+fn marker_mapping_failure_is_reported() {
+    // /dev/null cannot be mapped executable (or at all).
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    assert!(JitDump::from_file(file, true).is_err());
+}
+
+#[test]
+fn symlink_planted_at_the_target_is_refused() {
+    let dir = scratch_dir("fail-symlink");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let pid = std::process::id();
+    for name in [format!("perf-{pid}.map"), format!("jit-{pid}.dump")] {
+        std::os::unix::fs::symlink(&victim, dir.path().join(name)).unwrap();
+    }
+    let err = PerfMap::in_dir(dir.path())
+        .register(&[region()])
+        .unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    let err = JitDump::create_in(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}
+
+#[test]
+fn stale_dump_owned_by_us_is_replaced() {
+    let dir = scratch_dir("fail-stale-dump");
+    let path = dir.path().join(format!("jit-{}.dump", std::process::id()));
+    std::fs::write(&path, vec![0xaa; 4096]).unwrap();
+    let dump = JitDump::create_in(dir.path()).unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        40,
+        "fresh header only"
+    );
+    dump.finish().unwrap();
+}
+
+#[test]
+fn dump_directory_perf_would_misread_is_refused() {
+    let err = JitDump::create_in("/tmp/perf-psupport-test").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("perf maps"), "{err}");
+}
+
+/// Counts calls, to prove a disabled sink is not called again.
+struct Counting {
+    inner: PerfMap,
+    calls: Arc<AtomicUsize>,
+}
+
+impl ProfilerSink for Counting {
+    fn name(&self) -> &str {
+        "full disk map"
+    }
+    fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.register(regions)
+    }
+    fn finish(&self) -> io::Result<()> {
+        self.inner.finish()
+    }
+}
+
+#[test]
+fn profilers_report_each_failure_once_and_keep_going() {
+    let dir = scratch_dir("fail-fanout");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut profilers = Profilers::new();
+    assert!(profilers.is_empty());
+    profilers.add(Box::new(Counting {
+        inner: PerfMap::from_file(dev_full()),
+        calls: calls.clone(),
+    }));
+    profilers.add(Box::new(PerfMap::in_dir(dir.path())));
+
+    let failures = profilers.register(&[region()]);
+    assert_eq!(failures.len(), 1);
+    assert!(failures[0].disabled);
+    assert_eq!(failures[0].sink, "full disk map");
+    let message = failures[0].to_string();
+    assert!(
+        message.starts_with("full disk map: cannot write perf map: "),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("; profiling output disabled"),
+        "{message}"
+    );
+
+    for _ in 0..3 {
+        assert!(profilers.register(&[region()]).is_empty(), "reported once");
+    }
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        1,
+        "the failed sink is not called again"
+    );
+    assert_eq!(profilers.active_sinks(), ["perf map"]);
+
+    // Invalid input is reported every time but does not disable anything.
+    let empty = CodeRegion::new(&[], "toy::empty", RegionKind::Other);
+    let failures = profilers.register(&[empty]);
+    assert_eq!(failures.len(), 1);
+    assert!(!failures[0].disabled);
+    assert!(failures[0].to_string().ends_with("regions not registered"));
+    assert_eq!(profilers.active_sinks(), ["perf map"]);
+
+    assert!(profilers.finish().is_empty());
+    let text = std::fs::read_to_string(dir.path().join(format!("perf-{}.map", std::process::id())))
+        .unwrap();
+    assert_eq!(text.lines().count(), 4, "the healthy sink got every batch");
+}

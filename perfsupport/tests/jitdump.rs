@@ -1,0 +1,389 @@
+//! jitdump files read back with an independent parser (`linux-perf-data`),
+//! every record checked.
+
+mod common;
+
+use common::{SPIN_CODE, SPIN_LINES, align_up, cranelift_like_cie, frame_pointer_fde, scratch_dir};
+use gimli::LittleEndian;
+use gimli::read::{BaseAddresses, EhFrame, EhFrameHdr, UnwindSection};
+use linux_perf_data::jitdump::{JitDumpReader, JitDumpRecord, JitDumpRecordType};
+use perfsupport::jitdump::format::{ELF_MACHINE, HEADER_SIZE, apply_build_id_marker};
+use perfsupport::unwind::{PerfUnwindData, REGION_START};
+use perfsupport::{CodeRegion, JitDump, LineEntry, ProfilerSink, RegionKind, UnwindInfo};
+use std::os::unix::fs::PermissionsExt;
+
+/// What the test expects for one region, in registration order.
+struct Expected<'a> {
+    region: CodeRegion<'a>,
+}
+
+/// One parsed record, owned.
+#[derive(Debug)]
+enum Parsed {
+    DebugInfo {
+        code_addr: u64,
+        entries: Vec<(u64, u32, u32, String)>,
+    },
+    Unwinding {
+        mapped_size: u64,
+        payload: Vec<u8>,
+    },
+    Load {
+        pid: u32,
+        tid: u32,
+        vma: u64,
+        code_addr: u64,
+        index: u64,
+        name: String,
+        code: Vec<u8>,
+        record_size: u32,
+    },
+    Close,
+}
+
+fn read_dump(
+    path: &std::path::Path,
+) -> (linux_perf_data::jitdump::JitDumpHeader, Vec<(u64, Parsed)>) {
+    let file = std::fs::File::open(path).expect("open dump");
+    let mut reader = JitDumpReader::new(file).expect("jitdump header");
+    let header = reader.header().clone();
+    let mut records = Vec::new();
+    while let Some(raw) = reader.next_record().expect("record") {
+        let record_size = raw.record_size;
+        let parsed = match raw.parse().expect("parse record") {
+            JitDumpRecord::CodeDebugInfo(r) => Parsed::DebugInfo {
+                code_addr: r.code_addr,
+                entries: r
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let file = String::from_utf8(e.file_path.as_slice().to_vec()).unwrap();
+                        (e.code_addr, e.line, e.column, file)
+                    })
+                    .collect(),
+            },
+            // linux-perf-data follows the spec text (header first); perf's
+            // code reads `.eh_frame` first. Re-join the payload to get the
+            // bytes as written, then split it the way perf does.
+            JitDumpRecord::CodeUnwindingInfo(r) => Parsed::Unwinding {
+                mapped_size: r.mapped_size,
+                payload: [r.eh_frame_hdr.as_slice(), r.eh_frame.as_slice()].concat(),
+            },
+            JitDumpRecord::CodeLoad(r) => Parsed::Load {
+                pid: r.pid,
+                tid: r.tid,
+                vma: r.vma,
+                code_addr: r.code_addr,
+                index: r.code_index,
+                name: String::from_utf8(r.function_name.as_slice().to_vec()).unwrap(),
+                code: r.code_bytes.as_slice().to_vec(),
+                record_size,
+            },
+            JitDumpRecord::CodeClose => Parsed::Close,
+            other => panic!("unexpected record {other:?}"),
+        };
+        records.push((raw.timestamp, parsed));
+    }
+    (header, records)
+}
+
+#[test]
+fn every_record_reads_back_with_linux_perf_data() {
+    let dir = scratch_dir("jitdump");
+    let dump = JitDump::create_in(dir.path()).expect("create dump");
+    let path = dump.path().expect("path").to_path_buf();
+    assert_eq!(
+        path,
+        dir.path().join(format!("jit-{}.dump", std::process::id()))
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+
+    // The marker: an r-x private mapping of the dump, visible to perf.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let marker_line = maps
+        .lines()
+        .find(|l| l.ends_with(path.to_str().unwrap()))
+        .expect("marker mapping in /proc/self/maps");
+    assert!(marker_line.contains(" r-xp "), "{marker_line}");
+
+    let cie = cranelift_like_cie();
+    let fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32);
+    let spin = SPIN_CODE.to_vec();
+    let lines: Vec<LineEntry> = SPIN_LINES
+        .iter()
+        .map(|&(offset, line)| LineEntry {
+            offset,
+            file: "fake.toy",
+            line,
+            column: line + 10,
+        })
+        .collect();
+    let lines_only_code = vec![0x90u8, 0x90, 0xc3];
+    let lines_only = [LineEntry {
+        offset: 0,
+        file: "other.toy",
+        line: 7,
+        column: 0,
+    }];
+    // Two byte-identical trampolines at different addresses.
+    let tramp_bytes = [0x55, 0x48, 0x89, 0xe5, 0xbe, 1, 0, 0, 0, 0x5d, 0xc3];
+    let tramp_a = tramp_bytes.to_vec();
+    let tramp_b = tramp_bytes.to_vec();
+
+    let batch1 = [
+        CodeRegion::new(&spin, "toy::spin", RegionKind::JitCode)
+            .with_unwind(UnwindInfo {
+                cie: &cie,
+                fde: &fde,
+            })
+            .with_lines(&lines),
+        CodeRegion::new(&lines_only_code, "toy::lines_only", RegionKind::Other)
+            .with_lines(&lines_only),
+    ];
+    let batch2 = [
+        CodeRegion::new(&tramp_a, "toy-tramp::a", RegionKind::Trampoline),
+        CodeRegion::new(&tramp_b, "toy-tramp::b", RegionKind::Trampoline),
+    ];
+    let before = perfsupport_now();
+    dump.register(&batch1).expect("batch 1");
+    dump.register(&batch2).expect("batch 2");
+    dump.finish().expect("finish");
+    assert!(
+        dump.register(&batch2).is_err(),
+        "registering after finish fails"
+    );
+    dump.finish().expect("finishing twice is harmless");
+
+    // The live code is never modified by the marker.
+    assert_eq!(spin, SPIN_CODE);
+    assert_eq!(tramp_a, tramp_bytes);
+
+    let (header, records) = read_dump(&path);
+    assert_eq!(&header.magic, b"DTiJ");
+    assert_eq!(header.version, 1);
+    assert_eq!(header.total_size, HEADER_SIZE);
+    assert_eq!(header.elf_machine_arch, ELF_MACHINE);
+    assert_eq!(header.pid, std::process::id());
+    assert_eq!(header.flags, 0);
+    assert!(header.timestamp <= before, "header timestamp from creation");
+
+    // Timestamps: CLOCK_MONOTONIC, never decreasing, after the header's.
+    let mut last = header.timestamp;
+    for (timestamp, _) in &records {
+        assert!(*timestamp >= last, "timestamps must not decrease");
+        last = *timestamp;
+    }
+    assert!(last <= perfsupport_now());
+
+    let expected: Vec<Expected> = batch1
+        .iter()
+        .chain(&batch2)
+        .map(|r| Expected { region: *r })
+        .collect();
+    let mut records = records.into_iter().map(|(_, r)| r);
+    let tid = current_tid();
+    let mut dumped_trampolines = Vec::new();
+    for (index, exp) in expected.iter().enumerate() {
+        let region = &exp.region;
+        let start = region.start();
+        let size = region.size();
+        if !region.lines.is_empty() {
+            let Some(Parsed::DebugInfo { code_addr, entries }) = records.next() else {
+                panic!("DEBUG_INFO expected first for {}", region.name);
+            };
+            assert_eq!(code_addr, start);
+            assert_eq!(entries.len(), region.lines.len() + 1, "rows + sentinel");
+            for (entry, line) in entries.iter().zip(region.lines) {
+                assert_eq!(
+                    entry,
+                    &(
+                        start + u64::from(line.offset),
+                        line.line,
+                        line.column,
+                        line.file.to_string()
+                    )
+                );
+            }
+            let last = region.lines.last().unwrap();
+            assert_eq!(
+                entries.last().unwrap(),
+                &(start + size, last.line, last.column, last.file.to_string())
+            );
+        }
+        let Some(Parsed::Unwinding {
+            mapped_size,
+            payload,
+        }) = records.next()
+        else {
+            panic!("UNWINDING_INFO expected before LOAD for {}", region.name);
+        };
+        let expected_unwind = PerfUnwindData::for_region(region).unwrap();
+        assert_eq!(payload, expected_unwind.bytes());
+        if region.unwind.is_some() {
+            assert_eq!(mapped_size, payload.len() as u64);
+            // Split as perf does and check the header finds the FDE.
+            let (eh_frame, hdr) = payload.split_at(payload.len() - 20);
+            let text = 0x80;
+            let bases = BaseAddresses::default()
+                .set_text(text)
+                .set_eh_frame(text + align_up(size, 8))
+                .set_eh_frame_hdr(text + align_up(size, 8) + eh_frame.len() as u64);
+            let parsed = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).unwrap();
+            let fde = parsed
+                .table()
+                .unwrap()
+                .fde_for_address(
+                    &EhFrame::new(eh_frame, LittleEndian),
+                    &bases,
+                    text + 4,
+                    EhFrame::cie_from_offset,
+                )
+                .unwrap();
+            assert_eq!((fde.initial_address(), fde.len()), (text, size));
+        } else {
+            assert_eq!(mapped_size, 0);
+            assert_eq!(payload.len(), 20, "header-only form");
+            assert_eq!(&payload[8..12], &[0, 0, 0, 0], "fde_count 0");
+        }
+        let Some(Parsed::Load {
+            pid,
+            tid: load_tid,
+            vma,
+            code_addr,
+            index: code_index,
+            name,
+            code,
+            record_size,
+        }) = records.next()
+        else {
+            panic!("LOAD expected for {}", region.name);
+        };
+        assert_eq!(pid, std::process::id());
+        assert_eq!(load_tid, tid);
+        assert_eq!((vma, code_addr), (start, start));
+        assert_eq!(
+            code_index, index as u64,
+            "indices are unique and consecutive"
+        );
+        assert_eq!(name, region.name);
+        assert_eq!(
+            record_size as usize,
+            56 + name.len() + 1 + code.len(),
+            "LOAD is never padded"
+        );
+        // Dumped bytes = live bytes with the documented marker XORed in.
+        let mut unmarked = code.clone();
+        apply_build_id_marker(&mut unmarked, dump.build_id_marker(code_index));
+        assert_eq!(unmarked, region.code);
+        let tail = code.len().saturating_sub(8);
+        assert_eq!(
+            &code[..tail],
+            &region.code[..tail],
+            "only the last 8 bytes change"
+        );
+        assert_ne!(code, region.code, "the marker changes the copy");
+        if region.kind == RegionKind::Trampoline {
+            dumped_trampolines.push(code);
+        }
+    }
+    assert!(
+        matches!(records.next(), Some(Parsed::Close)),
+        "CLOSE at the end"
+    );
+    assert!(records.next().is_none());
+    assert_eq!(dumped_trampolines.len(), 2);
+    assert_ne!(
+        dumped_trampolines[0], dumped_trampolines[1],
+        "identical code gives distinct dumped objects"
+    );
+}
+
+#[test]
+fn markers_differ_per_index() {
+    let dump = JitDump::from_file(tempfile::tempfile().unwrap(), false).expect("dump");
+    let markers: std::collections::HashSet<u64> =
+        (0..1000).map(|i| dump.build_id_marker(i)).collect();
+    assert_eq!(markers.len(), 1000);
+    let mut short = [1u8, 2, 3];
+    apply_build_id_marker(&mut short, 0x0102_0304_0506_0708);
+    assert_eq!(short, [1 ^ 8, 2 ^ 7, 3 ^ 6]);
+}
+
+#[test]
+fn invalid_regions_write_nothing() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
+    let code = [0xc3u8; 4];
+    let bad_lines = [LineEntry {
+        offset: 9,
+        file: "x.toy",
+        line: 1,
+        column: 0,
+    }];
+    let batch = [
+        CodeRegion::new(&code, "toy::good", RegionKind::JitCode),
+        CodeRegion::new(&code, "toy::bad", RegionKind::JitCode).with_lines(&bad_lines),
+    ];
+    let err = dump.register(&batch).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(
+        std::fs::metadata(file.path()).unwrap().len(),
+        u64::from(HEADER_SIZE)
+    );
+    // The dump stays usable.
+    dump.register(&batch[..1]).expect("good batch");
+    dump.finish().unwrap();
+    let (_, records) = read_dump(file.path());
+    assert_eq!(records.len(), 3, "UNWINDING_INFO, LOAD, CLOSE");
+    assert_eq!(JitDumpRecordType::JIT_CODE_LOAD.0, 0);
+}
+
+#[test]
+fn concurrent_registration_keeps_records_whole_and_indices_unique() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
+    let code = SPIN_CODE;
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let dump = &dump;
+            scope.spawn(move || {
+                for i in 0..500 {
+                    let name = format!("toy::t{thread}_{i}");
+                    dump.register(&[CodeRegion::new(&code, &name, RegionKind::JitCode)])
+                        .unwrap();
+                }
+            });
+        }
+    });
+    dump.finish().unwrap();
+    let (_, records) = read_dump(file.path());
+    let mut indices = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    for (_, record) in &records {
+        if let Parsed::Load { index, name, .. } = record {
+            indices.push(*index);
+            assert!(names.insert(name.clone()));
+        }
+    }
+    indices.sort_unstable();
+    assert_eq!(indices, (0..2000).collect::<Vec<u64>>());
+}
+
+/// CLOCK_MONOTONIC now, read independently of the crate.
+fn perfsupport_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
