@@ -38,7 +38,7 @@
 //! # }
 //! ```
 //!
-//! Modules, one job each: [`format`] (the file format, as a spec),
+//! Modules, one job each: [`format`](mod@format) (the file format, as a spec),
 //! [`names`] (code names), [`registry`] (ids), [`shadow_stack`] (what runs
 //! now), [`ring`] (signal handler → writer buffer), [`sampler`] (timer,
 //! handler, sessions), [`writer`] (the writer thread), [`reader`] (parsing

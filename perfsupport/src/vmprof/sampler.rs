@@ -52,6 +52,17 @@
 //! the life of the process, doing nothing while sampling is off: restoring
 //! the default action could let a late, still-pending SIGPROF kill the
 //! process.
+//!
+//! # Limits
+//!
+//! * One session per process (`SIGPROF` and `ITIMER_PROF` are per process);
+//!   do not combine with another SIGPROF-based profiler.
+//! * `SA_RESTART` restarts interrupted `read`/`write` (pipes, terminals,
+//!   files), so the VM's output is not cut by `EINTR`. Linux never restarts
+//!   a few calls (`nanosleep`, `select`, `poll`, `epoll_wait`): they return
+//!   `EINTR` as with any signal; `std::thread::sleep` retries by itself.
+//! * Do not `fork` while profiling: the child has no timer and no writer
+//!   thread, and must not call `disable`.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -73,7 +84,7 @@ pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(1);
 /// The interpreter name written by [`enable`] when none is given.
 pub const DEFAULT_INTERP_NAME: &str = "perfsupport";
-/// The largest weight of one signal's sample, in intervals of CPU time.
+/// The most CPU time one signal's sample may stand for, in nanoseconds.
 const MAX_WEIGHT_NS: u64 = 1_000_000_000;
 
 /// Settings of a profiling session, for [`enable_with`].
@@ -267,8 +278,9 @@ fn install_handler_once() -> Result<(), VmprofError> {
 /// Arms `ITIMER_PROF` with `interval` (zero disarms it).
 fn set_timer(interval: Duration) -> Result<(), VmprofError> {
     let tv = libc::timeval {
+        // At most 1 s (MAX_INTERVAL): both fields fit any C type.
         tv_sec: interval.as_secs() as libc::time_t,
-        tv_usec: libc::suseconds_t::from(interval.subsec_micros() as i32),
+        tv_usec: interval.subsec_micros() as libc::suseconds_t,
     };
     let timer = libc::itimerval {
         it_interval: tv,
