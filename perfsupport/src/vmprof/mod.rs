@@ -55,9 +55,9 @@ pub mod writer;
 
 use std::fmt;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
-use std::time::Duration;
 
 pub use format::Timeval;
 pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};

@@ -102,6 +102,15 @@ pub struct EnableOptions {
 }
 
 impl EnableOptions {
+    /// Options with the default interval and no extra meta records.
+    pub fn new(interp_name: &str) -> EnableOptions {
+        EnableOptions {
+            interval: DEFAULT_INTERVAL,
+            interp_name: interp_name.to_owned(),
+            meta: Vec::new(),
+        }
+    }
+
     /// Checks the interval, the interpreter name and the META keys.
     pub fn validate(&self) -> Result<(), VmprofError> {
         if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&self.interval) {
@@ -119,15 +128,6 @@ impl EnableOptions {
             keys.push(key);
         }
         Ok(())
-    }
-
-    /// Options with the default interval and no extra meta records.
-    pub fn new(interp_name: &str) -> EnableOptions {
-        EnableOptions {
-            interval: DEFAULT_INTERVAL,
-            interp_name: interp_name.to_owned(),
-            meta: Vec::new(),
-        }
     }
 }
 
