@@ -21,9 +21,10 @@
 //!    [`eh_frame_for_register_frame`](crate::unwind::eh_frame_for_register_frame)
 //!    bytes and pass them to libgcc's `__register_frame` so Rust panics and
 //!    backtraces can cross JIT frames.
-//! 5. **In a forked child:** call
-//!    [`PerfMap::after_fork_child`](crate::PerfMap::after_fork_child); create
-//!    a new [`JitDump`](crate::JitDump) rather than using the parent's.
+//! 5. **In a forked child,** right after `fork()`: call
+//!    [`Profilers::after_fork_child`]. The perf map continues in the child's
+//!    own `perf-<child pid>.map`; the jitdump stops writing (create a new
+//!    [`JitDump`](crate::JitDump) in the child if it will JIT).
 //! 6. **At exit:** [`Profilers::finish`]. The files stay for `perf report`
 //!    and `perf inject`.
 //!
@@ -90,6 +91,37 @@ pub trait ProfilerSink: Send + Sync {
     ///
     /// The I/O error of the final write or flush.
     fn finish(&self) -> io::Result<()>;
+
+    /// Called in a forked child right after `fork()`, before it starts
+    /// threads: the child must not keep writing into its parent's files.
+    /// The default does nothing (for sinks without files).
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of setting up the child's own output.
+    fn after_fork_child(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Lets a VM keep a handle to a sink it also registers through
+/// [`Profilers`], e.g. `profilers.add(Box::new(Arc::clone(&jitdump)))`.
+impl<T: ProfilerSink + ?Sized> ProfilerSink for std::sync::Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+        (**self).register(regions)
+    }
+
+    fn finish(&self) -> io::Result<()> {
+        (**self).finish()
+    }
+
+    fn after_fork_child(&self) -> io::Result<()> {
+        (**self).after_fork_child()
+    }
 }
 
 /// A sink that failed and was switched off by [`Profilers`].
@@ -186,6 +218,12 @@ impl Profilers {
     /// Finishes every enabled sink (at VM shutdown) and returns the failures.
     pub fn finish(&self) -> Vec<SinkFailure> {
         self.for_each_enabled(|sink| sink.finish())
+    }
+
+    /// Calls [`ProfilerSink::after_fork_child`] on every enabled sink (in a
+    /// forked child, right after `fork()`) and returns the failures.
+    pub fn after_fork_child(&self) -> Vec<SinkFailure> {
+        self.for_each_enabled(|sink| sink.after_fork_child())
     }
 
     fn for_each_enabled(

@@ -67,7 +67,8 @@ const PERF_MAP_PREFIX: &str = "/tmp/perf-";
 ///
 /// One per process. A forked child must not write through its parent's
 /// `JitDump` (the records would carry the parent's pid and land in the
-/// parent's file): create a new one in the child.
+/// parent's file): [`ProfilerSink::after_fork_child`] makes it stop, and the
+/// child creates a new `JitDump` if it will JIT.
 #[derive(Debug)]
 pub struct JitDump {
     state: Mutex<State>,
@@ -82,8 +83,9 @@ pub struct JitDump {
 
 #[derive(Debug)]
 struct State {
-    /// `None` after `finish`.
+    /// `None` once closed; `closed_because` then says why.
     file: Option<File>,
+    closed_because: &'static str,
     next_code_index: u64,
     /// Formatting buffer reused across batches (empty between batches).
     buffer: Vec<u8>,
@@ -160,6 +162,7 @@ impl JitDump {
         Ok(JitDump {
             state: Mutex::new(State {
                 file: Some(file),
+                closed_because: "",
                 next_code_index: 0,
                 buffer: Vec::new(),
             }),
@@ -204,13 +207,12 @@ impl ProfilerSink for JitDump {
         let mut state = self.state.lock();
         let State {
             file,
+            closed_because,
             next_code_index,
             buffer,
         } = &mut *state;
         let Some(file) = file.as_mut() else {
-            return Err(io::Error::other(
-                "jitdump: no longer writing (finished, or an earlier write failed)",
-            ));
+            return Err(io::Error::other(format!("jitdump: {closed_because}")));
         };
         buffer.clear();
         for (region, unwind) in regions.iter().zip(&unwind) {
@@ -235,8 +237,24 @@ impl ProfilerSink for JitDump {
             // A partly written record would make every later record
             // unreadable: stop writing (registrations now fail).
             state.file = None;
+            state.closed_because = "stopped after a failed write (the dump ends mid-record)";
             return Err(self.write_error(err));
         }
+        Ok(())
+    }
+
+    /// Stops writing: the dump belongs to the parent. Closes only the
+    /// child's copy of the descriptor; the parent's dump is untouched.
+    fn after_fork_child(&self) -> io::Result<()> {
+        let Some(mut state) = self.state.try_lock() else {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "jitdump: another thread held the lock when the process forked",
+            ));
+        };
+        state.file = None;
+        state.closed_because =
+            "the dump belongs to the parent process; create a new JitDump in the forked child";
         Ok(())
     }
 
@@ -245,6 +263,7 @@ impl ProfilerSink for JitDump {
         let Some(mut file) = state.file.take() else {
             return Ok(());
         };
+        state.closed_because = "already finished";
         let mut close = Vec::with_capacity(format::RECORD_HEADER_SIZE as usize);
         format::put_close(&mut close, monotonic_ns());
         file.write_all(&close)
