@@ -106,17 +106,7 @@ impl JitDump {
         let path = dump_path_in(dir.as_ref())?;
         let claim = PathClaim::claim(&path)?;
         let file = create_replacing_stale(&path, PROFILER_FILE_MODE, WriteMode::ReadWrite)?;
-        let mut dump = JitDump::with_file(file, Some(claim))?;
-        let marker = MarkerMapping::map(
-            dump.state
-                .get_mut()
-                .file
-                .as_ref()
-                .ok_or_else(|| io::Error::other("jitdump: file vanished during creation"))?,
-        )
-        .map_err(|err| with_context(err, "cannot map the jitdump marker of", &path))?;
-        dump.marker = Some(marker);
-        Ok(dump)
+        JitDump::start(file, Some(claim), true)
     }
 
     /// The conventional dump directory: `$JITDUMPDIR` if set (the jvmti
@@ -137,28 +127,25 @@ impl JitDump {
     ///
     /// The I/O error of writing the header or of the marker `mmap`.
     pub fn from_file(file: File, map_marker: bool) -> io::Result<JitDump> {
-        let mut dump = JitDump::with_file(file, None)?;
-        if map_marker {
-            let file = dump.state.get_mut().file.as_ref();
-            let file = file.ok_or_else(|| io::Error::other("jitdump: no file"))?;
-            dump.marker = Some(MarkerMapping::map(file)?);
-        }
-        Ok(dump)
+        JitDump::start(file, None, map_marker)
     }
 
-    fn with_file(mut file: File, claim: Option<PathClaim>) -> io::Result<JitDump> {
+    /// Writes the header, maps the marker if asked, and builds the sink.
+    fn start(mut file: File, claim: Option<PathClaim>, map_marker: bool) -> io::Result<JitDump> {
+        let shown_path = claim.as_ref().map_or(Path::new("jitdump"), PathClaim::path);
         let pid = std::process::id();
         let created = monotonic_ns();
         let mut header = Vec::with_capacity(format::HEADER_SIZE as usize);
         format::put_header(&mut header, pid, created);
-        file.write_all(&header).map_err(|err| match &claim {
-            Some(claim) => with_context(err, "cannot write the jitdump header to", claim.path()),
-            None => with_context(
-                err,
-                "cannot write the jitdump header to",
-                Path::new("jitdump"),
-            ),
-        })?;
+        file.write_all(&header)
+            .map_err(|err| with_context(err, "cannot write the jitdump header to", shown_path))?;
+        let marker = if map_marker {
+            let marker = MarkerMapping::map(&file)
+                .map_err(|err| with_context(err, "cannot map the jitdump marker of", shown_path))?;
+            Some(marker)
+        } else {
+            None
+        };
         Ok(JitDump {
             state: Mutex::new(State {
                 file: Some(file),
@@ -167,7 +154,7 @@ impl JitDump {
                 buffer: Vec::new(),
             }),
             claim,
-            marker: None,
+            marker,
             pid,
             salt: mix64(u64::from(pid) << 32 ^ created),
         })
