@@ -132,7 +132,7 @@ impl PerfMap {
     ///
     /// The creation errors of
     /// [`crate::safe_file::create_replacing_stale`],
-    /// `AlreadyExists` if this process already writes that path, and an
+    /// `AlreadyExists` if a sink of this process already wrote that path, and an
     /// error if the map was finished.
     pub fn open(&self) -> io::Result<()> {
         let mut state = self.state.lock();

@@ -195,6 +195,12 @@ fn a_second_map_for_the_same_path_is_refused() {
             .unwrap()
             .contains("toy::kept")
     );
+    // Even after the first map finished, its file is never replaced.
+    first.finish().unwrap();
+    assert_eq!(
+        PerfMap::in_dir(dir.path()).open().unwrap_err().kind(),
+        std::io::ErrorKind::AlreadyExists
+    );
 }
 
 /// Runs in a separate process (this test binary re-run with

@@ -100,7 +100,7 @@ impl JitDump {
     ///
     /// `InvalidInput` for a directory under `/tmp/perf-`; the creation errors
     /// of [`crate::safe_file::create_replacing_stale`];
-    /// `AlreadyExists` if this process already writes the dump; the I/O error
+    /// `AlreadyExists` if a sink of this process already wrote the dump; the I/O error
     /// of writing the header or of the marker `mmap` (e.g. a `noexec` mount).
     pub fn create_in(dir: impl AsRef<Path>) -> io::Result<JitDump> {
         let path = dump_path_in(dir.as_ref())?;
