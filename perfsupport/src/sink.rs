@@ -258,3 +258,53 @@ impl fmt::Debug for Profilers {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RegionKind;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    #[derive(Default)]
+    struct Counting {
+        registered: AtomicUsize,
+        forks: AtomicUsize,
+    }
+
+    impl ProfilerSink for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+            self.registered.fetch_add(regions.len(), Ordering::Relaxed);
+            Ok(())
+        }
+        fn finish(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn after_fork_child(&self) -> io::Result<()> {
+            self.forks.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_shared_sink_stays_reachable_through_its_arc() {
+        let sink = Arc::new(Counting::default());
+        let mut profilers = Profilers::new();
+        profilers.add(Box::new(Arc::clone(&sink)));
+        let code = [0xc3u8; 4];
+        let region = CodeRegion::new(&code, "toy::f", RegionKind::JitCode);
+        assert!(profilers.register(&[region, region]).is_empty());
+        assert!(profilers.after_fork_child().is_empty());
+        assert!(profilers.finish().is_empty());
+        assert_eq!(sink.registered.load(Ordering::Relaxed), 2);
+        assert_eq!(sink.forks.load(Ordering::Relaxed), 1);
+        assert_eq!(profilers.active_sinks(), ["counting"]);
+        assert_eq!(
+            format!("{profilers:?}"),
+            r#"Profilers { active_sinks: ["counting"] }"#
+        );
+    }
+}
