@@ -132,7 +132,7 @@ impl PerfMap {
     ///
     /// The creation errors of
     /// [`crate::safe_file::create_replacing_stale`],
-    /// `AlreadyExists` if this process already writes that path, and an
+    /// `AlreadyExists` if a sink of this process already wrote that path, and an
     /// error if the map was finished.
     pub fn open(&self) -> io::Result<()> {
         let mut state = self.state.lock();
@@ -158,8 +158,9 @@ impl PerfMap {
     /// Only the forking thread survives a fork, so call this before the child
     /// starts threads. If another thread held the map's lock when the parent
     /// forked, the lock can never be released in the child: the call then
-    /// fails and the child's map stays unusable (registrations keep failing
-    /// rather than writing into the parent's file).
+    /// fails, and the child must not use this map again (a registration
+    /// would wait for that lock forever). Forking while no other thread
+    /// registers avoids this.
     ///
     /// # Errors
     ///
@@ -167,6 +168,10 @@ impl PerfMap {
     /// with [`PerfMap::from_file`], or the I/O error of creating the child's
     /// file or copying the parent's. On error the child stops writing.
     pub fn after_fork_child(&self) -> io::Result<()> {
+        self.follow_fork()
+    }
+
+    fn follow_fork(&self) -> io::Result<()> {
         let Some(mut state) = self.state.try_lock() else {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
@@ -252,6 +257,10 @@ impl ProfilerSink for PerfMap {
             Some(claim) => with_context(err, "cannot write", claim.path()),
             None => with_context(err, "cannot write", Path::new("perf map")),
         })
+    }
+
+    fn after_fork_child(&self) -> io::Result<()> {
+        self.follow_fork()
     }
 
     fn finish(&self) -> io::Result<()> {
