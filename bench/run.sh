@@ -174,7 +174,7 @@ VERSIONS=$RESULTS/versions.txt
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "kernel: $(uname -r)"
   echo "loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "toyvm: $(git log -1 --format='%h %s' 2>/dev/null || echo unknown) ($(rustc --version))"
+  echo "toyvm: $TOYVM ($("$TOYVM" --version 2>/dev/null || echo 'no --version')), source $(git log -1 --format='%h %s' 2>/dev/null || echo unknown), $(rustc --version)"
   echo "gcc: $(gcc --version | head -1)"
   if has luajit "${ENGINES[@]}"; then echo "luajit: $(luajit -v 2>&1 | head -1)"; fi
   if has lua5.4 "${ENGINES[@]}"; then echo "lua5.4: $(lua5.4 -v 2>&1 | head -1)"; fi

@@ -11,7 +11,7 @@
 #   * cargo build --release, then `toyvm run` / `toyvm check` / `toyvm disasm`
 #     on the scripts in book/examples/ and examples/scripts/;
 #   * the perfsupport end-to-end test binary in its child mode, which registers
-#     one hand-written x86-64 region with the perf map and jitdump sinks; the
+#     two hand-written x86-64 regions with the perf map and jitdump sinks; the
 #     perf map and the jitdump it writes are printed (the dump decoded by the
 #     small Python reader below);
 #   * if `perf` and `readelf` work: the same child under `perf record -k 1`,
@@ -131,8 +131,11 @@ while off + 16 <= len(data):
         code = body[end + 1:]
         print(f"  pid=PID tid=TID vma=ADDR code_addr=ADDR code_size={csize} "
               f"code_index={index} name={name!r}")
+        # Only the first region's bytes are shown: later ones embed runtime
+        # addresses (a call target), which would make the output unstable.
+        shown = " ".join(f"{x:02x}" for x in code[:max(0, len(code) - 8)]) if index == 0 else "..."
         print(f"  code ({len(code)} bytes, last {min(8, len(code))} XORed with the build-id marker): "
-              + " ".join(f"{x:02x}" for x in code[:max(0, len(code) - 8)]) + " " + "MM " * min(8, len(code)))
+              + shown + " " + " ".join(["MM"] * min(8, len(code))))
         print(f"  56 + {len(name)} + 1 + {csize} = {56 + len(name) + 1 + csize} (no padding)")
     off += size
 PY
@@ -178,9 +181,9 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         readelf --debug-dump=decodedline "$SO" | strip_paths | cat -s
     } >"$OUT/readelf-lines.txt"
     {
-        echo "\$ perf script -i inj.data --no-inline -F ip,sym   # the first sample in the region, ip column dropped"
+        echo "\$ perf script -i inj.data --no-inline -F ip,sym   # first sample in spin called from mid; ip column dropped"
         (cd "$WORK" && perf script -i inj.data --no-inline -F ip,sym >script.txt 2>/dev/null)
-        awk 'BEGIN { RS = ""; FS = "\n" } $1 ~ / toy::e2e_spin$/ { print; exit }' "$WORK/script.txt" |
+        awk 'BEGIN { RS = ""; FS = "\n" } $1 ~ / toy::e2e_spin$/ && $2 ~ / toy::e2e_mid$/ { print; exit }' "$WORK/script.txt" |
             awk '{ $1 = ""; print "   " $0 }'
     } >"$OUT/perf-script-stack.txt"
     {

@@ -49,6 +49,11 @@ struct RunArgs {
           value_parser = clap::value_parser!(usize))]
     max_depth: usize,
 
+    /// Collect garbage at every allocation and poison freed objects, so a
+    /// missing GC root shows up as wrong output (for testing the VM).
+    #[arg(long, hide = true)]
+    gc_stress: bool,
+
     /// The script (`*.toy`).
     script: PathBuf,
 
@@ -74,6 +79,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
     let module = load(&run.script)?;
     let options = vm::driver::Options {
         max_depth: run.max_depth,
+        gc_stress: run.gc_stress,
         ..vm::driver::Options::default()
     };
     // The JIT tier is not built yet: `--jit-threshold` is accepted so scripts

@@ -6,9 +6,13 @@
 //!
 //! Targets: perf map entry < 1 µs, jitdump region with unwind + line info < 5 µs.
 
-use criterion::{Criterion, criterion_group, criterion_main};
-use gimli::write::{CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
-use gimli::{Encoding, Format, X86_64};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::cranelift_like_cie;
+use gimli::X86_64;
+use gimli::write::{CallFrameInstruction, FrameDescriptionEntry};
 use perfsupport::unwind::{PerfUnwindData, REGION_START};
 use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, RegionKind, UnwindInfo};
 use std::hint::black_box;
@@ -17,18 +21,8 @@ use std::time::{Duration, Instant};
 /// A typical small compiled function: 108 bytes (Cranelift's fib).
 const CODE_SIZE: usize = 108;
 
-fn cie() -> CommonInformationEntry {
-    let encoding = Encoding {
-        address_size: 8,
-        format: Format::Dwarf32,
-        version: 1,
-    };
-    let mut cie = CommonInformationEntry::new(encoding, 1, -8, X86_64::RA);
-    cie.add_instruction(CallFrameInstruction::Cfa(X86_64::RSP, 8));
-    cie.add_instruction(CallFrameInstruction::Offset(X86_64::RA, -8));
-    cie
-}
-
+/// Cranelift's unwind info for fib (measured): the rbp frame plus two
+/// callee-saved registers.
 fn fde() -> FrameDescriptionEntry {
     let mut fde = FrameDescriptionEntry::new(REGION_START, CODE_SIZE as u32);
     fde.add_instruction(1, CallFrameInstruction::CfaOffset(16));
@@ -65,9 +59,58 @@ fn perf_map_entry(c: &mut Criterion) {
     });
 }
 
+/// Regions per batch in the batched benchmarks (one JIT finalize of a module).
+const BATCH: usize = 64;
+
+fn batched(c: &mut Criterion) {
+    let code = vec![0x90u8; CODE_SIZE * BATCH];
+    let names: Vec<String> = (0..BATCH).map(|i| format!("toy::function_{i}")).collect();
+    let (cie, fde, lines) = (cranelift_like_cie(), fde(), lines());
+    let plain: Vec<CodeRegion> = (0..BATCH)
+        .map(|i| {
+            let bytes = &code[i * CODE_SIZE..(i + 1) * CODE_SIZE];
+            CodeRegion::new(bytes, &names[i], RegionKind::JitCode)
+        })
+        .collect();
+    let full: Vec<CodeRegion> = plain
+        .iter()
+        .map(|r| {
+            r.with_unwind(UnwindInfo {
+                cie: &cie,
+                fde: &fde,
+            })
+            .with_lines(&lines)
+        })
+        .collect();
+    let mut group = c.benchmark_group("batch of 64 regions");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("perf map", |b| {
+        b.iter_custom(|iters| {
+            let map = PerfMap::from_file(tempfile::tempfile().expect("tempfile"));
+            let started = Instant::now();
+            for _ in 0..iters {
+                map.register(black_box(&plain)).expect("register");
+            }
+            started.elapsed()
+        })
+    });
+    group.bench_function("jitdump with unwind + 8 line rows", |b| {
+        b.iter_custom(|iters| {
+            let dump =
+                JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
+            let started = Instant::now();
+            for _ in 0..iters {
+                dump.register(black_box(&full)).expect("register");
+            }
+            started.elapsed()
+        })
+    });
+    group.finish();
+}
+
 fn jitdump_region(c: &mut Criterion) {
     let code = vec![0x90u8; CODE_SIZE];
-    let (cie, fde, lines) = (cie(), fde(), lines());
+    let (cie, fde, lines) = (cranelift_like_cie(), fde(), lines());
     c.bench_function("jitdump: one region with unwind + 8 line rows", |b| {
         b.iter_custom(|iters| {
             let dump =
@@ -100,6 +143,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = perf_map_entry, jitdump_region
+    targets = perf_map_entry, jitdump_region, batched
 }
 criterion_main!(benches);

@@ -15,10 +15,9 @@
 //! | [`safe_file`] | nothing itself: symlink-safe creation of the above | |
 //! | [`region`], [`sink`] | the shared types | |
 //!
-//! Typical start-up: `PerfMap::open()` and `JitDump::create_in(dir)` before
-//! the JIT makes any code executable; after each JIT finalize, build regions
-//! from the final code and call [`Profilers::register`]; at exit,
-//! [`Profilers::finish`].
+//! Start with [`sink`]: it explains, step by step, how a VM uses the crate.
+
+#![warn(missing_docs)]
 
 pub mod jitdump;
 pub mod perf_map;

@@ -131,8 +131,8 @@ impl PerfMap {
     /// # Errors
     ///
     /// The creation errors of
-    /// [`create_replacing_stale`](crate::safe_file::create_replacing_stale),
-    /// `AlreadyExists` if this process already writes that path, and an
+    /// [`crate::safe_file::create_replacing_stale`],
+    /// `AlreadyExists` if a sink of this process already wrote that path, and an
     /// error if the map was finished.
     pub fn open(&self) -> io::Result<()> {
         let mut state = self.state.lock();
@@ -158,8 +158,9 @@ impl PerfMap {
     /// Only the forking thread survives a fork, so call this before the child
     /// starts threads. If another thread held the map's lock when the parent
     /// forked, the lock can never be released in the child: the call then
-    /// fails and the child's map stays unusable (registrations keep failing
-    /// rather than writing into the parent's file).
+    /// fails, and the child must not use this map again (a registration
+    /// would wait for that lock forever). Forking while no other thread
+    /// registers avoids this.
     ///
     /// # Errors
     ///
@@ -167,6 +168,10 @@ impl PerfMap {
     /// with [`PerfMap::from_file`], or the I/O error of creating the child's
     /// file or copying the parent's. On error the child stops writing.
     pub fn after_fork_child(&self) -> io::Result<()> {
+        self.follow_fork()
+    }
+
+    fn follow_fork(&self) -> io::Result<()> {
         let Some(mut state) = self.state.try_lock() else {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
@@ -220,7 +225,9 @@ impl PerfMap {
         }
         match state {
             State::Open(open) => Ok(open),
-            _ => Err(io::Error::other("perf map: already finished")),
+            _ => Err(io::Error::other(
+                "perf map: closed (finished, or it could not follow a fork)",
+            )),
         }
     }
 }
@@ -243,14 +250,7 @@ impl ProfilerSink for PerfMap {
         let open = self.ensure_open(&mut state)?;
         open.buffer.clear();
         for region in regions {
-            // Writing into a Vec cannot fail.
-            let _ = writeln!(
-                open.buffer,
-                "{:x} {:x} {}",
-                region.start(),
-                region.size(),
-                sanitize_name(region.name)
-            );
+            push_line(&mut open.buffer, region);
         }
         let result = open.file.write_all(&open.buffer);
         open.buffer.clear();
@@ -260,6 +260,10 @@ impl ProfilerSink for PerfMap {
         })
     }
     // ANCHOR_END: perf_map_register
+
+    fn after_fork_child(&self) -> io::Result<()> {
+        self.follow_fork()
+    }
 
     fn finish(&self) -> io::Result<()> {
         let mut state = self.state.lock();
@@ -275,6 +279,36 @@ impl ProfilerSink for PerfMap {
         }
         Ok(())
     }
+}
+
+/// Appends `"<start hex> <size hex> <name>\n"` (what `"{:x} {:x} {}\n"`
+/// would print, without the formatting machinery: this is the hot path).
+// ANCHOR: perf_map_line
+fn push_line(out: &mut Vec<u8>, region: &CodeRegion<'_>) {
+    push_hex(out, region.start());
+    out.push(b' ');
+    push_hex(out, region.size());
+    out.push(b' ');
+    out.extend_from_slice(sanitize_name(region.name).as_bytes());
+    out.push(b'\n');
+}
+// ANCHOR_END: perf_map_line
+
+/// Appends `value` as lowercase hex without leading zeros or `0x`.
+fn push_hex(out: &mut Vec<u8>, value: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = DIGITS[(rest & 0xf) as usize];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// `<dir>/perf-<pid>.map` for the current process.
@@ -309,4 +343,18 @@ fn read_complete_lines(ours: &File, path: &Path) -> io::Result<Vec<u8>> {
         .map_or(0, |i| i + 1);
     contents.truncate(complete);
     Ok(contents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_matches_std_formatting() {
+        for value in [0, 1, 0xf, 0x10, 0xdead_beef, 0x7f12_3456_7000, u64::MAX] {
+            let mut out = Vec::new();
+            push_hex(&mut out, value);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{value:x}"));
+        }
+    }
 }

@@ -59,6 +59,8 @@ pub enum WriteMode {
     /// `O_RDWR`: needed for files that are also memory-mapped, such as the
     /// jitdump marker mapping (`mmap` needs a readable descriptor).
     ReadWrite,
+    /// `O_WRONLY`: plain sequential writing by this process only.
+    Write,
 }
 
 /// Creates a new file at `path` with permissions `mode`, replacing a stale
@@ -104,6 +106,7 @@ fn create_exclusive(path: &Path, mode: u32, write_mode: WriteMode) -> io::Result
     match write_mode {
         WriteMode::Append => options.append(true),
         WriteMode::ReadWrite => options.read(true).write(true),
+        WriteMode::Write => options.write(true),
     };
     // `create_new` is O_CREAT | O_EXCL: the open fails with EEXIST when
     // anything, even a dangling symlink, is at `path`. O_NOFOLLOW is redundant
@@ -163,9 +166,11 @@ fn refusal(path: &Path, reason: &str) -> io::Error {
 }
 
 /// A path this process writes, recorded so a second writer in the same
-/// process cannot mistake our live file for a stale one and delete it.
+/// process cannot mistake our file for a stale one and delete it.
 ///
-/// Released when dropped.
+/// Claims are never released: after a sink finishes, its file must still
+/// survive for `perf report` / `perf inject`, so a later sink in the same
+/// process must not replace it either.
 #[derive(Debug)]
 pub(crate) struct PathClaim {
     path: PathBuf,
@@ -175,16 +180,13 @@ static CLAIMED_PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 impl PathClaim {
     /// Claims `path`, failing with `AlreadyExists` if this process already
-    /// writes it.
+    /// wrote it.
     pub(crate) fn claim(path: &Path) -> io::Result<PathClaim> {
         let mut claimed = CLAIMED_PATHS.lock();
         if claimed.iter().any(|p| p == path) {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                format!(
-                    "{} is already being written by this process",
-                    path.display()
-                ),
+                format!("{} is already written by this process", path.display()),
             ));
         }
         claimed.push(path.to_path_buf());
@@ -196,12 +198,6 @@ impl PathClaim {
     /// The claimed path.
     pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-impl Drop for PathClaim {
-    fn drop(&mut self) {
-        CLAIMED_PATHS.lock().retain(|p| p != &self.path);
     }
 }
 

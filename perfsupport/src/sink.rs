@@ -1,5 +1,60 @@
 //! The [`ProfilerSink`] trait every profiler output implements, and
 //! [`Profilers`], which fans one registration out to several sinks.
+//!
+//! # How a VM uses this crate
+//!
+//! 1. **At start-up, before the JIT makes any code executable:** create the
+//!    sinks. [`JitDump::create_in`](crate::JitDump::create_in) maps the
+//!    dump's marker page at once (perf drops anonymous exec mappings only
+//!    *after* it); [`PerfMap::open`](crate::PerfMap::open) creates
+//!    `/tmp/perf-<pid>.map` before cranelift-jit appends its own lines there.
+//! 2. **When laying out code:** leave
+//!    [`reserved_region_size`](crate::unwind::reserved_region_size) bytes per
+//!    region (code, pad to 8, unwind payload, pad to 16) so perf's injected
+//!    mappings never overlap. Use anonymous `mmap` memory, not the malloc heap.
+//! 3. **After each JIT finalize** (relocations applied, memory `PROT_EXEC`),
+//!    before the new code first runs: build one [`CodeRegion`] per function
+//!    from the *live* bytes and call [`Profilers::register`] once for the
+//!    batch. Print the returned [`SinkFailure`]s; a failed sink is disabled,
+//!    the others keep going.
+//! 4. **Optionally**, build
+//!    [`eh_frame_for_register_frame`](crate::unwind::eh_frame_for_register_frame)
+//!    bytes and pass them to libgcc's `__register_frame` so Rust panics and
+//!    backtraces can cross JIT frames.
+//! 5. **In a forked child,** right after `fork()`: call
+//!    [`Profilers::after_fork_child`]. The perf map continues in the child's
+//!    own `perf-<child pid>.map`; the jitdump stops writing (create a new
+//!    [`JitDump`](crate::JitDump) in the child if it will JIT).
+//! 6. **At exit:** [`Profilers::finish`]. The files stay for `perf report`
+//!    and `perf inject`.
+//!
+//! ```
+//! use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("perfsupport-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! let mut profilers = Profilers::new();
+//! let perf_map = PerfMap::in_dir(&dir); // PerfMap::new() for the real /tmp
+//! perf_map.open()?;
+//! profilers.add(Box::new(perf_map));
+//! profilers.add(Box::new(JitDump::create_in(&dir)?));
+//!
+//! // ... the JIT compiles and finalizes; `code` is the live executable bytes ...
+//! # let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
+//! let lines = [LineEntry { offset: 0, file: "fib.toy", line: 3, column: 1 }];
+//! let region = CodeRegion::new(code, "toy::fib", RegionKind::JitCode).with_lines(&lines);
+//! for failure in profilers.register(&[region]) {
+//!     eprintln!("toyvm: {failure}");
+//! }
+//!
+//! for failure in profilers.finish() {
+//!     eprintln!("toyvm: {failure}");
+//! }
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
+//! ```
 
 use crate::region::CodeRegion;
 use std::fmt;
@@ -37,6 +92,37 @@ pub trait ProfilerSink: Send + Sync {
     ///
     /// The I/O error of the final write or flush.
     fn finish(&self) -> io::Result<()>;
+
+    /// Called in a forked child right after `fork()`, before it starts
+    /// threads: the child must not keep writing into its parent's files.
+    /// The default does nothing (for sinks without files).
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of setting up the child's own output.
+    fn after_fork_child(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Lets a VM keep a handle to a sink it also registers through
+/// [`Profilers`], e.g. `profilers.add(Box::new(Arc::clone(&jitdump)))`.
+impl<T: ProfilerSink + ?Sized> ProfilerSink for std::sync::Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+        (**self).register(regions)
+    }
+
+    fn finish(&self) -> io::Result<()> {
+        (**self).finish()
+    }
+
+    fn after_fork_child(&self) -> io::Result<()> {
+        (**self).after_fork_child()
+    }
 }
 // ANCHOR_END: profiler_sink
 
@@ -136,6 +222,12 @@ impl Profilers {
         self.for_each_enabled(|sink| sink.finish())
     }
 
+    /// Calls [`ProfilerSink::after_fork_child`] on every enabled sink (in a
+    /// forked child, right after `fork()`) and returns the failures.
+    pub fn after_fork_child(&self) -> Vec<SinkFailure> {
+        self.for_each_enabled(|sink| sink.after_fork_child())
+    }
+
     fn for_each_enabled(
         &self,
         mut call: impl FnMut(&dyn ProfilerSink) -> io::Result<()>,
@@ -166,5 +258,55 @@ impl fmt::Debug for Profilers {
         f.debug_struct("Profilers")
             .field("active_sinks", &self.active_sinks())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RegionKind;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    #[derive(Default)]
+    struct Counting {
+        registered: AtomicUsize,
+        forks: AtomicUsize,
+    }
+
+    impl ProfilerSink for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+            self.registered.fetch_add(regions.len(), Ordering::Relaxed);
+            Ok(())
+        }
+        fn finish(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn after_fork_child(&self) -> io::Result<()> {
+            self.forks.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_shared_sink_stays_reachable_through_its_arc() {
+        let sink = Arc::new(Counting::default());
+        let mut profilers = Profilers::new();
+        profilers.add(Box::new(Arc::clone(&sink)));
+        let code = [0xc3u8; 4];
+        let region = CodeRegion::new(&code, "toy::f", RegionKind::JitCode);
+        assert!(profilers.register(&[region, region]).is_empty());
+        assert!(profilers.after_fork_child().is_empty());
+        assert!(profilers.finish().is_empty());
+        assert_eq!(sink.registered.load(Ordering::Relaxed), 2);
+        assert_eq!(sink.forks.load(Ordering::Relaxed), 1);
+        assert_eq!(profilers.active_sinks(), ["counting"]);
+        assert_eq!(
+            format!("{profilers:?}"),
+            r#"Profilers { active_sinks: ["counting"] }"#
+        );
     }
 }

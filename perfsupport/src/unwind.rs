@@ -12,7 +12,7 @@
 //! | perf's injected ELF (`JIT_CODE_UNWINDING_INFO`) | [`PerfUnwindData::build`] | `DW_EH_PE_pcrel \| sdata4` (0x1b), relative to perf's layout | yes, 20 bytes |
 //! | the system unwinder (`__register_frame`) | [`eh_frame_for_register_frame`] | `DW_EH_PE_absptr` (0x00), absolute runtime address | no |
 //!
-//! Both share [`write_cie_fde`]: clone the CIE with the layout's pointer
+//! Both share one private helper: clone the CIE with the layout's pointer
 //! encoding, write CIE + FDE with `gimli::write` through a writer that
 //! re-bases the FDE's address, and check the FDE covers exactly the code.
 //!
@@ -244,6 +244,9 @@ fn build_perf(
     unwind: Option<UnwindInfo<'_>>,
     base: FdeBase,
 ) -> io::Result<PerfUnwindData> {
+    if code_size > i32::MAX as u64 {
+        return Err(invalid("code regions of 2 GiB or more are not supported"));
+    }
     let Some(unwind) = unwind else {
         return Ok(header_only());
     };
@@ -387,7 +390,7 @@ impl LayoutWriter {
             (Address::Constant(value), FdeBase::Runtime(start)) => {
                 let offset = value.wrapping_sub(start);
                 if offset <= self.code_size {
-                    Ok(self.code_address + offset)
+                    Ok(self.code_address.wrapping_add(offset))
                 } else {
                     Err(gimli::write::Error::InvalidAddress)
                 }

@@ -311,6 +311,19 @@ fn inconsistent_unwind_info_is_rejected() {
     .unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
 
+    // Absurd sizes are errors, not overflows.
+    for unwind in [
+        None,
+        Some(UnwindInfo {
+            cie: &cie,
+            fde: &wrong_length,
+        }),
+    ] {
+        let err = PerfUnwindData::build(u64::MAX, unwind, 0).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(reserved_region_size(u64::MAX, unwind).is_err());
+    }
+
     let mut with_personality = cranelift_like_cie();
     with_personality.personality = Some((gimli::DW_EH_PE_absptr, Address::Constant(0x1234)));
     let fde = frame_pointer_fde(REGION_START, 11);

@@ -75,7 +75,7 @@ fn jitdump_stops_after_a_failed_write() {
     assert_eq!(err.kind(), ErrorKind::BrokenPipe, "{err}");
     let err = dump.register(&[region()]).unwrap_err();
     assert!(
-        err.to_string().contains("no longer writing"),
+        err.to_string().contains("stopped after a failed write"),
         "no writes after a partial record: {err}"
     );
 }

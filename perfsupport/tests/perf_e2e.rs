@@ -2,6 +2,10 @@
 //! anonymous executable memory, registered with the perf map and jitdump
 //! sinks, sampled by `perf record -k 1`, then `perf inject --jit`.
 //!
+//! The call chain is `drive` (Rust) -> `toy::e2e_mid` -> `toy::e2e_spin`.
+//! `toy::e2e_mid` zeroes rbp, so a frame-pointer walk cannot get past it:
+//! only the DWARF unwind info we register lets perf reach `drive`.
+//!
 //! This binary has its own `main` (`harness = false`): run without the
 //! `PSUPPORT_E2E_CHILD` variable it is the test driver; with it, it is the
 //! profiled "VM" that `perf record` starts.
@@ -14,12 +18,13 @@ mod common;
 use common::{SPIN_CODE, SPIN_LINES, cranelift_like_cie, frame_pointer_fde};
 use perfsupport::unwind::{PerfUnwindData, REGION_START, reserved_region_size};
 use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, UnwindInfo};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "PSUPPORT_E2E_CHILD";
 const SYMBOL: &str = "toy::e2e_spin";
+const MID_SYMBOL: &str = "toy::e2e_mid";
 const SOURCE_FILE: &str = "e2e_fake.toy";
 
 fn main() -> ExitCode {
@@ -157,32 +162,86 @@ fn run_driver(checks: &mut Checks) -> Result<(), String> {
         command
     };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let record_out = run(perf(&[
-        "record",
-        "-N",
-        "-k",
-        "1",
-        "-e",
-        "cpu-clock",
-        "-F",
-        "999",
-        "-g",
-        "-o",
-        "rec.data",
-        "--",
-    ])
-    .arg(&exe)
-    .env(CHILD_ENV, work_path))?;
-    let pid: u32 = record_out
-        .lines()
-        .find_map(|l| l.strip_prefix("pid="))
-        .and_then(|p| p.trim().parse().ok())
-        .ok_or_else(|| format!("child printed no pid: {record_out}"))?;
-    let map_path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
-    let result = check_recording(checks, &perf, work_path, pid, &map_path);
-    // Clean up the perf map we caused (the work dir goes with `work`).
-    let _ = std::fs::remove_file(&map_path);
+    // One run with frame-pointer call graphs (perf map checks, and the
+    // control: frame pointers cannot get past `toy::e2e_mid`), one with DWARF
+    // call graphs (jitdump checks).
+    let mut pids = Vec::new();
+    let mut record = |output: &str, call_graph: &[&str]| -> Result<u32, String> {
+        let mut args = vec!["record", "-N", "-k", "1", "-e", "cpu-clock", "-F", "999"];
+        args.extend_from_slice(call_graph);
+        args.extend_from_slice(&["-o", output, "--"]);
+        let out = run(perf(&args).arg(&exe).env(CHILD_ENV, work_path))?;
+        let pid = out
+            .lines()
+            .find_map(|l| l.strip_prefix("pid="))
+            .and_then(|p| p.trim().parse().ok())
+            .ok_or_else(|| format!("child printed no pid: {out}"))?;
+        pids.push(pid);
+        Ok(pid)
+    };
+    let result = record("fp.data", &["-g"]).and_then(|fp_pid| {
+        let dwarf_pid = record("rec.data", &["--call-graph", "dwarf"])?;
+        check_frame_pointer_run(checks, &perf, fp_pid)?;
+        check_recording(checks, &perf, work_path, dwarf_pid)
+    });
+    // Clean up the perf maps we caused (the work dir goes with `work`).
+    for pid in pids {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+    if std::env::var_os("PSUPPORT_E2E_KEEP").is_some() {
+        println!("perf_e2e: keeping {}", work.keep().display());
+    }
     result
+}
+
+/// The perf map alone names the JIT frames; frame pointers stop at the
+/// function that zeroes rbp.
+fn check_frame_pointer_run(
+    checks: &mut Checks,
+    perf: &dyn Fn(&[&str]) -> Command,
+    pid: u32,
+) -> Result<(), String> {
+    let map = std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).unwrap_or_default();
+    checks.check(
+        map.lines().any(|l| l.ends_with(&format!(" {SYMBOL}"))),
+        "perf map has the region",
+        &map,
+    );
+    let with_dso = run(&mut perf(&[
+        "script",
+        "--no-inline",
+        "-i",
+        "fp.data",
+        "-F",
+        "ip,sym,dso",
+    ]))?;
+    let resolved = format!("{SYMBOL} (/tmp/perf-{pid}.map)");
+    let samples = with_dso.lines().filter(|l| l.contains(&resolved)).count();
+    checks.check(
+        samples > 0,
+        &format!("samples resolve through /tmp/perf-PID.map without jitdump ({samples})"),
+        &with_dso.lines().take(40).collect::<Vec<_>>().join("\n"),
+    );
+    let script = run(&mut perf(&[
+        "script",
+        "--no-inline",
+        "-i",
+        "fp.data",
+        "-F",
+        "ip,sym",
+    ]))?;
+    let stacks = leaf_first_stacks(&script);
+    let spin = stacks.iter().filter(|s| s[0] == SYMBOL).count();
+    let past_mid = stacks
+        .iter()
+        .filter(|s| s[0] == SYMBOL && s.iter().any(|f| f.contains("drive")))
+        .count();
+    checks.check(
+        spin > 0 && past_mid == 0,
+        "control: frame pointers alone cannot walk past toy::e2e_mid",
+        &format!("{past_mid} of {spin} stacks reached drive"),
+    );
+    Ok(())
 }
 
 fn check_recording(
@@ -190,34 +249,7 @@ fn check_recording(
     perf: &dyn Fn(&[&str]) -> Command,
     work: &Path,
     pid: u32,
-    map_path: &Path,
 ) -> Result<(), String> {
-    // Perf map: the file exists and the non-injected profile resolves through it.
-    let map = std::fs::read_to_string(map_path).unwrap_or_default();
-    checks.check(
-        map.lines().any(|l| l.ends_with(&format!(" {SYMBOL}"))),
-        "perf map has the region",
-        &map,
-    );
-    let report = run(&mut perf(&[
-        "report",
-        "--no-inline",
-        "-i",
-        "rec.data",
-        "--stdio",
-        "--sort",
-        "dso,sym",
-        "-g",
-        "none",
-    ]))?;
-    checks.check(
-        report
-            .lines()
-            .any(|l| l.contains(SYMBOL) && l.contains("[JIT]")),
-        "samples resolve through /tmp/perf-PID.map without inject",
-        &report,
-    );
-
     // Jitdump: inject, then the symbol lives in jitted-PID-0.so.
     run(&mut perf(&[
         "inject", "--jit", "-i", "rec.data", "-o", "inj.data",
@@ -276,7 +308,50 @@ fn check_recording(
         "perf report --sort srcline shows the fake file:line of the loop",
         &srclines,
     );
+    let script = run(&mut perf(&[
+        "script",
+        "--no-inline",
+        "-i",
+        "inj.data",
+        "-F",
+        "ip,sym",
+    ]))?;
+    let stacks = leaf_first_stacks(&script);
+    let spin_stacks: Vec<&Vec<String>> = stacks.iter().filter(|s| s[0] == SYMBOL).collect();
+    let through_mid = spin_stacks
+        .iter()
+        .filter(|s| s.len() > 2 && s[1] == MID_SYMBOL && s[2].contains("drive"))
+        .count();
+    checks.check(
+        !spin_stacks.is_empty() && through_mid * 10 >= spin_stacks.len() * 8,
+        &format!(
+            "DWARF unwinding crosses both JIT frames into Rust ({through_mid} of {} stacks)",
+            spin_stacks.len()
+        ),
+        &stacks
+            .iter()
+            .take(5)
+            .map(|s| s.join(" <- "))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
     Ok(())
+}
+
+/// Splits `perf script -F ip,sym` output into stacks of symbol names, leaf
+/// first (samples are separated by blank lines; each line is `ip sym`).
+fn leaf_first_stacks(script: &str) -> Vec<Vec<String>> {
+    script
+        .split("\n\n")
+        .map(|block| {
+            block
+                .lines()
+                .filter_map(|line| line.trim().split_once(' '))
+                .map(|(_, symbol)| symbol.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|stack| !stack.is_empty())
+        .collect()
 }
 
 /// The profiled process: JIT one function, register it, run it ~0.5 s.
@@ -289,24 +364,44 @@ fn run_child(work: &Path) -> Result<(), String> {
     profilers.add(Box::new(perf_map));
     profilers.add(Box::new(jitdump));
 
-    // 2. Lay out code + reserved tail, then make it executable.
+    // 2. Lay out each region with its reserved tail, then make it executable.
     let cie = cranelift_like_cie();
-    let fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32);
-    let unwind = UnwindInfo {
+    let spin_fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32);
+    let spin_unwind = UnwindInfo {
         cie: &cie,
-        fde: &fde,
+        fde: &spin_fde,
     };
-    let reserved = reserved_region_size(SPIN_CODE.len() as u64, Some(unwind))
-        .map_err(|e| e.to_string())? as usize;
-    let payload = PerfUnwindData::build(SPIN_CODE.len() as u64, Some(unwind), 0)
-        .map_err(|e| e.to_string())?;
-    let memory = ExecMemory::new(reserved, |bytes| {
-        bytes[..SPIN_CODE.len()].copy_from_slice(&SPIN_CODE);
-        // Optional, as V8 and CPython do: the unwind bytes after the code.
-        let tail = SPIN_CODE.len().next_multiple_of(8);
-        bytes[tail..tail + payload.bytes().len()].copy_from_slice(payload.bytes());
+    let mid_fde = mid_fde();
+    let mid_unwind = UnwindInfo {
+        cie: &cie,
+        fde: &mid_fde,
+    };
+    let reserve = |size: usize, unwind| {
+        reserved_region_size(size as u64, Some(unwind))
+            .map(|r| r as usize)
+            .map_err(|e| e.to_string())
+    };
+    let spin_reserved = reserve(SPIN_CODE.len(), spin_unwind)?;
+    let mid_reserved = reserve(MID_CODE.len(), mid_unwind)?;
+    let payloads = [
+        PerfUnwindData::build(SPIN_CODE.len() as u64, Some(spin_unwind), 0),
+        PerfUnwindData::build(MID_CODE.len() as u64, Some(mid_unwind), 0),
+    ];
+    let [spin_payload, mid_payload] = payloads.map(|p| p.map_err(|e| e.to_string()));
+    let (spin_payload, mid_payload) = (spin_payload?, mid_payload?);
+    let memory = ExecMemory::new(spin_reserved + mid_reserved, |bytes| {
+        let spin_address = bytes.as_ptr() as u64;
+        place(
+            &mut bytes[..spin_reserved],
+            &SPIN_CODE,
+            spin_payload.bytes(),
+        );
+        let mut mid = MID_CODE;
+        mid[MID_CALLEE_IMM..MID_CALLEE_IMM + 8].copy_from_slice(&spin_address.to_le_bytes());
+        place(&mut bytes[spin_reserved..], &mid, mid_payload.bytes());
     })?;
-    let code = &memory.bytes()[..SPIN_CODE.len()];
+    let spin_code = &memory.bytes()[..SPIN_CODE.len()];
+    let mid_code = &memory.bytes()[spin_reserved..spin_reserved + MID_CODE.len()];
 
     // 3. Register after the code is final, before it first runs.
     let lines: Vec<LineEntry> = SPIN_LINES
@@ -318,29 +413,75 @@ fn run_child(work: &Path) -> Result<(), String> {
             column: 1,
         })
         .collect();
-    let region = CodeRegion::new(code, SYMBOL, RegionKind::JitCode)
-        .with_unwind(unwind)
-        .with_lines(&lines);
-    let failures = profilers.register(&[region]);
+    let regions = [
+        CodeRegion::new(spin_code, SYMBOL, RegionKind::JitCode)
+            .with_unwind(spin_unwind)
+            .with_lines(&lines),
+        CodeRegion::new(mid_code, MID_SYMBOL, RegionKind::JitCode).with_unwind(mid_unwind),
+    ];
+    let failures = profilers.register(&regions);
     if !failures.is_empty() {
         return Err(format!("registration failed: {failures:?}"));
     }
 
     // 4. Run it.
-    // SAFETY: `code` holds SPIN_CODE, a complete x86-64 function following
-    // the C calling convention (`fn(u64)`, count in rdi, no other state), in
-    // executable memory that stays mapped until `memory` drops.
-    let spin: extern "C" fn(u64) = unsafe { std::mem::transmute(code.as_ptr()) };
-    let deadline = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < deadline {
-        spin(200_000);
-    }
+    // SAFETY: `mid_code` holds MID_CODE, a complete x86-64 function following
+    // the C calling convention (`fn(u64)`, count in rdi), patched to call
+    // SPIN_CODE in the same mapping; both stay mapped until `memory` drops.
+    let mid: extern "C" fn(u64) = unsafe { std::mem::transmute(mid_code.as_ptr()) };
+    drive(mid, Duration::from_millis(500));
     let failures = profilers.finish();
     if !failures.is_empty() {
         return Err(format!("finish failed: {failures:?}"));
     }
     println!("pid={}", std::process::id());
     Ok(())
+}
+
+/// `fn mid(n: u64)`: calls `spin(n)` with rbp zeroed, like code compiled
+/// without frame pointers: `push rbp; xor ebp,ebp; sub rsp,16;
+/// movabs rax,<spin>; call rax; add rsp,16; pop rbp; ret`.
+const MID_CODE: [u8; 25] = [
+    0x55, // 0: push rbp
+    0x31, 0xed, // 1: xor ebp, ebp
+    0x48, 0x83, 0xec, 0x10, // 3: sub rsp, 16
+    0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, // 7: movabs rax, imm64 (patched)
+    0xff, 0xd0, // 17: call rax
+    0x48, 0x83, 0xc4, 0x10, // 19: add rsp, 16
+    0x5d, // 23: pop rbp
+    0xc3, // 24: ret
+];
+
+/// Offset of the callee address inside [`MID_CODE`].
+const MID_CALLEE_IMM: usize = 9;
+
+/// CFI for [`MID_CODE`]: the CFA follows rsp, since rbp is not a frame pointer.
+fn mid_fde() -> gimli::write::FrameDescriptionEntry {
+    use gimli::write::CallFrameInstruction::{CfaOffset, Offset, Restore};
+    let mut fde = gimli::write::FrameDescriptionEntry::new(REGION_START, MID_CODE.len() as u32);
+    fde.add_instruction(1, CfaOffset(16));
+    fde.add_instruction(1, Offset(gimli::X86_64::RBP, -16));
+    fde.add_instruction(7, CfaOffset(32));
+    fde.add_instruction(23, CfaOffset(16));
+    fde.add_instruction(24, CfaOffset(8));
+    fde.add_instruction(24, Restore(gimli::X86_64::RBP));
+    fde
+}
+
+/// Copies code and, after it (aligned to 8), its unwind payload into a slot.
+fn place(slot: &mut [u8], code: &[u8], unwind: &[u8]) {
+    slot[..code.len()].copy_from_slice(code);
+    let tail = code.len().next_multiple_of(8);
+    slot[tail..tail + unwind.len()].copy_from_slice(unwind);
+}
+
+/// The Rust frame the DWARF unwinder must reach through both JIT frames.
+#[inline(never)]
+fn drive(mid: extern "C" fn(u64), duration: Duration) {
+    let deadline = Instant::now() + duration;
+    while Instant::now() < deadline {
+        mid(std::hint::black_box(200_000));
+    }
 }
 
 /// Anonymous memory filled while writable, then switched to read + execute.

@@ -3,7 +3,7 @@
 mod common;
 
 use common::scratch_dir;
-use perfsupport::{CodeRegion, PerfMap, ProfilerSink, RegionKind};
+use perfsupport::{CodeRegion, JitDump, PerfMap, ProfilerSink, Profilers, RegionKind};
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -195,35 +195,47 @@ fn a_second_map_for_the_same_path_is_refused() {
             .unwrap()
             .contains("toy::kept")
     );
+    // Even after the first map finished, its file is never replaced.
+    first.finish().unwrap();
+    assert_eq!(
+        PerfMap::in_dir(dir.path()).open().unwrap_err().kind(),
+        std::io::ErrorKind::AlreadyExists
+    );
 }
 
 /// Runs in a separate process (this test binary re-run with
 /// `PERFSUPPORT_FORK_HELPER_DIR`), so `fork` happens in a process with no
-/// other test threads.
+/// other test threads. Uses the `Profilers` fan-out with a perf map and a
+/// jitdump, as a VM would.
 fn fork_helper(dir: &Path) {
     let code = [0xc3u8; 16];
-    let map = PerfMap::in_dir(dir);
-    map.register(&[CodeRegion::new(
-        &code[..4],
-        "toy::before_fork",
-        RegionKind::JitCode,
-    )])
-    .unwrap();
-    // SAFETY: this process runs only this test (`--test-threads=1`); the
-    // child only calls async-signal-tolerant code paths of this crate and
-    // leaves with `_exit`.
+    let region = |range: std::ops::Range<usize>, name| {
+        CodeRegion::new(&code[range], name, RegionKind::JitCode)
+    };
+    let mut profilers = Profilers::new();
+    profilers.add(Box::new(PerfMap::in_dir(dir)));
+    profilers.add(Box::new(JitDump::create_in(dir).unwrap()));
+    assert!(
+        profilers
+            .register(&[region(0..4, "toy::before_fork")])
+            .is_empty()
+    );
+    // SAFETY: this process runs only this test (`--test-threads=1`), so no
+    // other thread holds a lock; the child leaves with `_exit`.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let ok = map.after_fork_child().is_ok()
-            && map
-                .register(&[CodeRegion::new(
-                    &code[4..8],
-                    "toy::child_after_fork",
-                    RegionKind::JitCode,
-                )])
-                .is_ok()
-            && map.finish().is_ok();
+        let followed = profilers.after_fork_child().is_empty();
+        let failures = profilers.register(&[region(4..8, "toy::child_after_fork")]);
+        // The perf map continues in the child; the parent's jitdump refuses once.
+        let jitdump_refused = failures.len() == 1
+            && failures[0].sink == "jitdump"
+            && failures[0]
+                .error
+                .to_string()
+                .contains("belongs to the parent");
+        let finished = profilers.finish().is_empty();
+        let ok = followed && jitdump_refused && finished;
         // SAFETY: leaving the forked child without running the parent's
         // destructors or test harness.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
@@ -236,14 +248,26 @@ fn fork_helper(dir: &Path) {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "child failed: {status}"
     );
-    map.register(&[CodeRegion::new(
-        &code[8..12],
-        "toy::parent_after_fork",
-        RegionKind::JitCode,
-    )])
-    .unwrap();
-    map.finish().unwrap();
+    assert!(
+        profilers
+            .register(&[region(8..12, "toy::parent_after_fork")])
+            .is_empty()
+    );
+    assert!(profilers.finish().is_empty());
     std::fs::write(dir.join("child.pid"), pid.to_string()).unwrap();
+}
+
+/// Names in the CODE_LOAD records of a jitdump, in order.
+fn jitdump_names(path: &Path) -> Vec<String> {
+    use linux_perf_data::jitdump::{JitDumpReader, JitDumpRecord};
+    let mut reader = JitDumpReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut names = Vec::new();
+    while let Some(raw) = reader.next_record().unwrap() {
+        if let JitDumpRecord::CodeLoad(load) = raw.parse().unwrap() {
+            names.push(String::from_utf8(load.function_name.as_slice().to_vec()).unwrap());
+        }
+    }
+    names
 }
 
 #[test]
@@ -287,6 +311,13 @@ fn after_fork_child_starts_its_own_map_with_the_parent_entries() {
         names(child_pid),
         ["toy::before_fork", "toy::child_after_fork"]
     );
+    // The child wrote nothing into the parent's dump, and made none of its own.
+    let dump = dir.path().join(format!("jit-{helper_pid}.dump"));
+    assert_eq!(
+        jitdump_names(&dump),
+        ["toy::before_fork", "toy::parent_after_fork"]
+    );
+    assert!(!dir.path().join(format!("jit-{child_pid}.dump")).exists());
     let mode = std::fs::metadata(map_file(dir.path(), child_pid))
         .unwrap()
         .permissions()

@@ -31,6 +31,26 @@ fn enable_on_an_unwritable_path_is_an_error() {
 }
 
 #[test]
+fn enable_refuses_a_symlink_and_replaces_a_stale_profile_of_ours() {
+    let _serial = serial();
+    let target = fresh_path("symlink-target");
+    std::fs::write(&target, b"precious").unwrap();
+    let link = fresh_path("symlink.prof");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let err = enable_path(&link, &EnableOptions::new("toyvm")).expect_err("symlink refused");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    assert!(!is_enabled());
+    std::fs::remove_file(&link).unwrap();
+    // A leftover regular file of ours is replaced by a complete profile.
+    enable_path(&target, &EnableOptions::new("toyvm")).expect("replace stale file");
+    disable().expect("disable");
+    let profile = perfsupport::vmprof::read_profile(&target).expect("a profile now");
+    assert!(profile.has_trailer);
+    std::fs::remove_file(&target).unwrap();
+}
+
+#[test]
 fn a_full_disk_is_reported_at_disable() {
     let _serial = serial();
     let full = std::fs::File::options()

@@ -5,8 +5,8 @@ mod vmprof_support;
 use std::time::Duration;
 
 use perfsupport::vmprof::{
-    CodeIdCell, EnableOptions, VmprofError, disable, enable_path, enable_with, is_enabled,
-    read_profile, register_code, vmprof_execute_code,
+    CodeIdCell, EnableOptions, ShadowStack, VmprofError, disable, enable_path, enable_with,
+    is_enabled, read_profile, register_code, vmprof_execute_code,
 };
 use vmprof_support::*;
 
@@ -147,7 +147,6 @@ fn enable_twice_and_disable_twice_are_errors_and_sessions_repeat() {
 fn guards_push_only_while_profiling() {
     let _serial = serial();
     let w = workload();
-    use perfsupport::vmprof::ShadowStack;
     let depth = || ShadowStack::with_current(ShadowStack::depth);
     {
         let _outer = vmprof_execute_code(w.outer);
@@ -161,5 +160,53 @@ fn guards_push_only_while_profiling() {
     // Pushed while on: still popped after disable.
     drop(outer);
     assert_eq!(depth(), 0);
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// Pushes and pops the way JIT code does: plain word stores at the
+/// documented offsets, through the raw pointer. The sampler must see them.
+#[test]
+fn inline_push_at_the_documented_offsets_is_sampled() {
+    use perfsupport::vmprof::{SHADOW_STACK_DEPTH_OFFSET, SHADOW_STACK_IDS_OFFSET};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let _serial = serial();
+    let w = workload();
+    let base = ShadowStack::current_ptr().cast::<u8>();
+    // SAFETY: the offsets are inside the current thread's ShadowStack, whose
+    // fields are AtomicUsize (8-byte aligned words); this thread is alive.
+    let word = |offset: usize| unsafe { &*base.add(offset).cast::<AtomicUsize>() };
+    let inline_push = |id: usize| {
+        let depth = word(SHADOW_STACK_DEPTH_OFFSET).load(Ordering::Relaxed);
+        word(SHADOW_STACK_IDS_OFFSET + 8 * depth).store(id, Ordering::Relaxed);
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        word(SHADOW_STACK_DEPTH_OFFSET).store(depth + 1, Ordering::Relaxed);
+    };
+    let inline_pop = || {
+        let depth = word(SHADOW_STACK_DEPTH_OFFSET).load(Ordering::Relaxed);
+        word(SHADOW_STACK_DEPTH_OFFSET).store(depth - 1, Ordering::Relaxed);
+    };
+    let path = fresh_path("inline.prof");
+    enable_path(&path, &EnableOptions::new("toyvm")).expect("enable");
+    for id in [w.outer, w.middle, w.inner] {
+        inline_push(id.get());
+    }
+    burn(Duration::from_millis(100));
+    for _ in 0..3 {
+        inline_pop();
+    }
+    disable().expect("disable");
+    assert_eq!(ShadowStack::with_current(ShadowStack::depth), 0);
+    let profile = read_profile(&path).expect("readable");
+    assert!(
+        profile.samples.len() > 50,
+        "{} samples",
+        profile.samples.len()
+    );
+    let expected: Vec<u64> = [w.outer, w.middle, w.inner]
+        .iter()
+        .map(|id| id.get() as u64)
+        .collect();
+    assert!(profile.samples.iter().all(|s| s.stack == expected));
     std::fs::remove_file(&path).unwrap();
 }

@@ -15,7 +15,7 @@ use std::io::Write;
 use crate::ast::Span;
 use crate::bytecode::{self, Module};
 use crate::diag::{self, Diagnostic};
-use crate::interp::interp_entry;
+use crate::interp;
 use crate::runtime::{self, STATUS_OK, Vm};
 use crate::{check, compile, parser};
 
@@ -46,6 +46,9 @@ pub struct Options {
     /// Collect garbage at every allocation: slow, but any object the root
     /// maps forget is freed at once (for testing the VM).
     pub gc_stress: bool,
+    /// Write stdout out after every `print` instead of in 64 KiB chunks.
+    /// [`run`] turns it on when stdout is a terminal.
+    pub line_buffered: bool,
 }
 
 impl Default for Options {
@@ -53,6 +56,7 @@ impl Default for Options {
         Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
+            line_buffered: false,
         }
     }
 }
@@ -97,10 +101,16 @@ pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
 pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {
+    // SAFETY: isatty only inspects the descriptor.
+    let terminal = unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1;
+    let options = Options {
+        line_buffered: options.line_buffered || terminal,
+        ..options.clone()
+    };
     run_with(
         module,
         args,
-        options,
+        &options,
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     )
@@ -114,10 +124,6 @@ pub fn run_with(
     stdout: &mut (dyn Write + Send),
     stderr: &mut (dyn Write + Send),
 ) -> i32 {
-    if let Err(e) = bytecode::verify(module) {
-        let _ = writeln!(stderr, "error: invalid bytecode: {e}");
-        return 1;
-    }
     let needed = options
         .max_depth
         .saturating_mul(NATIVE_BYTES_PER_CALL)
@@ -182,7 +188,7 @@ fn execute(
     stdout: &mut (dyn Write + Send),
     stderr: &mut (dyn Write + Send),
 ) -> i32 {
-    let mut vm = match Vm::new(module, args, options.max_depth.max(1), interp_entry, stdout) {
+    let mut vm = match Vm::new(module, args, options.max_depth, stdout) {
         Ok(vm) => vm,
         Err(msg) => {
             let _ = writeln!(stderr, "error: {msg}");
@@ -192,15 +198,8 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
-    let main = module.main;
-    let vm_ptr: *mut Vm<'_> = &mut *vm;
-    // SAFETY: the module passed `verify`; `stack_base` is the start of the
-    // value stack, sized for max_depth frames of the largest function, and
-    // `<main>` takes no arguments.
-    let status = unsafe {
-        let entry = (&(*vm_ptr).entries)[main as usize];
-        entry(vm_ptr, main, (*vm_ptr).stack_base)
-    };
+    vm.out.line_buffered = options.line_buffered;
+    let status = interp::run_main(&mut vm);
     let flushed = vm.out.flush();
     let (error, trace) = match (status, flushed) {
         (STATUS_OK, Ok(())) => return 0,

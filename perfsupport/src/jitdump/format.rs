@@ -76,7 +76,7 @@ pub enum RecordId {
     /// | 40 | u64 | code_size | bytes of code |
     /// | 48 | u64 | code_index | unique per process: perf writes `jitted-<pid>-<code_index>.so` |
     /// | 56 | char[] | name | NUL-terminated; becomes the ELF symbol |
-    /// | … | u8[code_size] | code | the live bytes, with the build-id marker (see [`JitDump`](super::JitDump)) |
+    /// | … | u8 × code_size | code | the live bytes, with the build-id marker (see [`JitDump`](super::JitDump)) |
     ///
     /// `total_size = 56 + strlen(name) + 1 + code_size`, no padding.
     CodeLoad = 0,
@@ -88,7 +88,7 @@ pub enum RecordId {
     /// |---|---|---|
     /// | 16 | u64 | code_addr (region start) |
     /// | 24 | u64 | nr_entry |
-    /// | 32 | entry[nr_entry] | entries, each: |
+    /// | 32 | entry × nr_entry | entries, each: |
     /// | +0 | u64 | addr: **absolute** address of the row's first instruction |
     /// | +8 | u32 | line (1-based) |
     /// | +12 | u32 | discrim: we store the column; perf ignores it |

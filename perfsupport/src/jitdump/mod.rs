@@ -7,7 +7,7 @@
 //!    `PROT_READ | PROT_EXEC`, `MAP_PRIVATE` (the *marker*). `perf record -k 1`
 //!    logs that executable mapping, which is how `perf inject` finds the dump.
 //! 2. For each region the process appends DEBUG_INFO, UNWINDING_INFO and
-//!    CODE_LOAD records ([`format`] has the byte layouts), timestamped with
+//!    CODE_LOAD records ([`format`](mod@format) has the byte layouts), timestamped with
 //!    CLOCK_MONOTONIC.
 //! 3. `perf inject --jit -i perf.data -o perf.jit.data` writes
 //!    `<dir>/jitted-<pid>-<code_index>.so` per CODE_LOAD and injects an mmap
@@ -64,6 +64,11 @@ use std::path::{Path, PathBuf};
 const PERF_MAP_PREFIX: &str = "/tmp/perf-";
 
 /// A jitdump sink. See the [module docs](self).
+///
+/// One per process. A forked child must not write through its parent's
+/// `JitDump` (the records would carry the parent's pid and land in the
+/// parent's file): [`ProfilerSink::after_fork_child`] makes it stop, and the
+/// child creates a new `JitDump` if it will JIT.
 #[derive(Debug)]
 pub struct JitDump {
     state: Mutex<State>,
@@ -78,8 +83,9 @@ pub struct JitDump {
 
 #[derive(Debug)]
 struct State {
-    /// `None` after `finish`.
+    /// `None` once closed; `closed_because` then says why.
     file: Option<File>,
+    closed_because: &'static str,
     next_code_index: u64,
     /// Formatting buffer reused across batches (empty between batches).
     buffer: Vec<u8>,
@@ -93,24 +99,14 @@ impl JitDump {
     /// # Errors
     ///
     /// `InvalidInput` for a directory under `/tmp/perf-`; the creation errors
-    /// of [`create_replacing_stale`](crate::safe_file::create_replacing_stale);
-    /// `AlreadyExists` if this process already writes the dump; the I/O error
+    /// of [`crate::safe_file::create_replacing_stale`];
+    /// `AlreadyExists` if a sink of this process already wrote the dump; the I/O error
     /// of writing the header or of the marker `mmap` (e.g. a `noexec` mount).
     pub fn create_in(dir: impl AsRef<Path>) -> io::Result<JitDump> {
         let path = dump_path_in(dir.as_ref())?;
         let claim = PathClaim::claim(&path)?;
         let file = create_replacing_stale(&path, PROFILER_FILE_MODE, WriteMode::ReadWrite)?;
-        let mut dump = JitDump::with_file(file, Some(claim))?;
-        let marker = MarkerMapping::map(
-            dump.state
-                .get_mut()
-                .file
-                .as_ref()
-                .ok_or_else(|| io::Error::other("jitdump: file vanished during creation"))?,
-        )
-        .map_err(|err| with_context(err, "cannot map the jitdump marker of", &path))?;
-        dump.marker = Some(marker);
-        Ok(dump)
+        JitDump::start(file, Some(claim), true)
     }
 
     /// The conventional dump directory: `$JITDUMPDIR` if set (the jvmti
@@ -131,36 +127,34 @@ impl JitDump {
     ///
     /// The I/O error of writing the header or of the marker `mmap`.
     pub fn from_file(file: File, map_marker: bool) -> io::Result<JitDump> {
-        let mut dump = JitDump::with_file(file, None)?;
-        if map_marker {
-            let file = dump.state.get_mut().file.as_ref();
-            let file = file.ok_or_else(|| io::Error::other("jitdump: no file"))?;
-            dump.marker = Some(MarkerMapping::map(file)?);
-        }
-        Ok(dump)
+        JitDump::start(file, None, map_marker)
     }
 
-    fn with_file(mut file: File, claim: Option<PathClaim>) -> io::Result<JitDump> {
+    /// Writes the header, maps the marker if asked, and builds the sink.
+    fn start(mut file: File, claim: Option<PathClaim>, map_marker: bool) -> io::Result<JitDump> {
+        let shown_path = claim.as_ref().map_or(Path::new("jitdump"), PathClaim::path);
         let pid = std::process::id();
         let created = monotonic_ns();
         let mut header = Vec::with_capacity(format::HEADER_SIZE as usize);
         format::put_header(&mut header, pid, created);
-        file.write_all(&header).map_err(|err| match &claim {
-            Some(claim) => with_context(err, "cannot write the jitdump header to", claim.path()),
-            None => with_context(
-                err,
-                "cannot write the jitdump header to",
-                Path::new("jitdump"),
-            ),
-        })?;
+        file.write_all(&header)
+            .map_err(|err| with_context(err, "cannot write the jitdump header to", shown_path))?;
+        let marker = if map_marker {
+            let marker = MarkerMapping::map(&file)
+                .map_err(|err| with_context(err, "cannot map the jitdump marker of", shown_path))?;
+            Some(marker)
+        } else {
+            None
+        };
         Ok(JitDump {
             state: Mutex::new(State {
                 file: Some(file),
+                closed_because: "",
                 next_code_index: 0,
                 buffer: Vec::new(),
             }),
             claim,
-            marker: None,
+            marker,
             pid,
             salt: mix64(u64::from(pid) << 32 ^ created),
         })
@@ -201,13 +195,12 @@ impl ProfilerSink for JitDump {
         let mut state = self.state.lock();
         let State {
             file,
+            closed_because,
             next_code_index,
             buffer,
         } = &mut *state;
         let Some(file) = file.as_mut() else {
-            return Err(io::Error::other(
-                "jitdump: no longer writing (finished, or an earlier write failed)",
-            ));
+            return Err(io::Error::other(format!("jitdump: {closed_because}")));
         };
         buffer.clear();
         for (region, unwind) in regions.iter().zip(&unwind) {
@@ -232,17 +225,34 @@ impl ProfilerSink for JitDump {
             // A partly written record would make every later record
             // unreadable: stop writing (registrations now fail).
             state.file = None;
+            state.closed_because = "stopped after a failed write (the dump ends mid-record)";
             return Err(self.write_error(err));
         }
         Ok(())
     }
     // ANCHOR_END: jitdump_register
 
+    /// Stops writing: the dump belongs to the parent. Closes only the
+    /// child's copy of the descriptor; the parent's dump is untouched.
+    fn after_fork_child(&self) -> io::Result<()> {
+        let Some(mut state) = self.state.try_lock() else {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "jitdump: another thread held the lock when the process forked",
+            ));
+        };
+        state.file = None;
+        state.closed_because =
+            "the dump belongs to the parent process; create a new JitDump in the forked child";
+        Ok(())
+    }
+
     fn finish(&self) -> io::Result<()> {
         let mut state = self.state.lock();
         let Some(mut file) = state.file.take() else {
             return Ok(());
         };
+        state.closed_because = "already finished";
         let mut close = Vec::with_capacity(format::RECORD_HEADER_SIZE as usize);
         format::put_close(&mut close, monotonic_ns());
         file.write_all(&close)

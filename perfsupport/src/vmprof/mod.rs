@@ -38,7 +38,7 @@
 //! # }
 //! ```
 //!
-//! Modules, one job each: [`format`] (the file format, as a spec),
+//! Modules, one job each: [`format`](mod@format) (the file format, as a spec),
 //! [`names`] (code names), [`registry`] (ids), [`shadow_stack`] (what runs
 //! now), [`ring`] (signal handler → writer buffer), [`sampler`] (timer,
 //! handler, sessions), [`writer`] (the writer thread), [`reader`] (parsing
@@ -57,6 +57,8 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
+
 pub use format::Timeval;
 pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
 pub use reader::{Profile, ReadError, Sample, parse_profile, read_profile};
@@ -74,17 +76,20 @@ pub use shadow_stack::{
 };
 pub use writer::ProfileSummary;
 
-/// Starts profiling into a new file at `path`, created safely (see
-/// [`crate::safe_file`]): it must not exist yet...
+/// Starts profiling into a file at `path` created by
+/// [`crate::safe_file::create_replacing_stale`]: a new inode with mode 0644,
+/// close-on-exec, never reached through a symlink. A regular file of ours
+/// already at `path` is replaced; a symlink, a directory, a device or another
+/// user's file there is an error, as is a missing or read-only directory.
 pub fn enable_path(path: &Path, options: &EnableOptions) -> Result<(), VmprofError> {
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|source| VmprofError::Io {
-            context: "creating the profile file",
-            source,
+    // Check the options before touching the file system.
+    options.validate()?;
+    let file =
+        create_replacing_stale(path, PROFILER_FILE_MODE, WriteMode::Write).map_err(|source| {
+            VmprofError::Io {
+                context: "creating the profile file",
+                source,
+            }
         })?;
     enable_with(file, options)
 }

@@ -21,7 +21,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Capacity of the ring in words (512 KiB): about 1.5 s of samples of depth
-/// 40 at 1 kHz, far more than the writer's drain period.
+/// 40 at 1 kHz, far more than the writer's 100 ms drain period.
 pub const RING_WORDS: usize = 1 << 16;
 /// Words of a sample record before its ids.
 pub const SAMPLE_HEADER_WORDS: usize = 3;

@@ -29,8 +29,8 @@
 //! * loads and stores atomics (the ring, the shadow stack, flags);
 //! * reads thread-local storage declared with a `const` initialiser and no
 //!   destructor (static TLS: an address computation, no lazy setup);
-//! * calls `clock_gettime` (async-signal-safe in POSIX) and `gettid`
-//!   (a bare system call);
+//! * calls `clock_gettime` (async-signal-safe in POSIX) and, once per
+//!   thread, `gettid` (a bare system call);
 //! * saves and restores `errno`, which those calls may change.
 //!
 //! It never allocates, locks, blocks or panics (all indexing is bounded by
@@ -52,6 +52,17 @@
 //! the life of the process, doing nothing while sampling is off: restoring
 //! the default action could let a late, still-pending SIGPROF kill the
 //! process.
+//!
+//! # Limits
+//!
+//! * One session per process (`SIGPROF` and `ITIMER_PROF` are per process);
+//!   do not combine with another SIGPROF-based profiler.
+//! * `SA_RESTART` restarts interrupted `read`/`write` (pipes, terminals,
+//!   files), so the VM's output is not cut by `EINTR`. Linux never restarts
+//!   a few calls (`nanosleep`, `select`, `poll`, `epoll_wait`): they return
+//!   `EINTR` as with any signal; `std::thread::sleep` retries by itself.
+//! * Do not `fork` while profiling: the child has no timer and no writer
+//!   thread, and must not call `disable`.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -73,7 +84,7 @@ pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(1);
 /// The interpreter name written by [`enable`] when none is given.
 pub const DEFAULT_INTERP_NAME: &str = "perfsupport";
-/// The largest weight of one signal's sample, in intervals of CPU time.
+/// The most CPU time one signal's sample may stand for, in nanoseconds.
 const MAX_WEIGHT_NS: u64 = 1_000_000_000;
 
 /// Settings of a profiling session, for [`enable_with`].
@@ -98,6 +109,25 @@ impl EnableOptions {
             interp_name: interp_name.to_owned(),
             meta: Vec::new(),
         }
+    }
+
+    /// Checks the interval, the interpreter name and the META keys.
+    pub fn validate(&self) -> Result<(), VmprofError> {
+        if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&self.interval) {
+            return Err(VmprofError::InvalidInterval(self.interval));
+        }
+        let interp = self.interp_name.as_str();
+        if interp.len() > MAX_INTERP_NAME || interp.eq_ignore_ascii_case("pypy") {
+            return Err(VmprofError::InvalidInterpName(interp.to_owned()));
+        }
+        let mut keys: Vec<&str> = BUILTIN_META_KEYS.to_vec();
+        for (key, _) in &self.meta {
+            if keys.contains(&key.as_str()) {
+                return Err(VmprofError::DuplicateMetaKey(key.clone()));
+            }
+            keys.push(key);
+        }
+        Ok(())
     }
 }
 
@@ -190,36 +220,28 @@ fn stop_sampling() {
     }
 }
 
+/// The META keys every profile has, in the order written.
+const BUILTIN_META_KEYS: [&str; 5] = ["os", "bits", "interp", "start_time", "period_us"];
+
 fn encode_preamble(options: &EnableOptions) -> Result<Preamble, VmprofError> {
+    options.validate()?;
     let interval = options.interval;
-    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
-        return Err(VmprofError::InvalidInterval(interval));
-    }
     let interp = options.interp_name.as_str();
-    if interp.len() > MAX_INTERP_NAME || interp.eq_ignore_ascii_case("pypy") {
-        return Err(VmprofError::InvalidInterpName(interp.to_owned()));
-    }
     let start = Timeval::now();
     let period_us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
-    let builtin = [
-        ("os", std::env::consts::OS.to_owned()),
-        ("bits", (usize::BITS).to_string()),
-        ("interp", interp.to_owned()),
-        ("start_time", format!("{}.{:06}", start.sec, start.usec)),
-        ("period_us", period_us.to_string()),
+    let values = [
+        std::env::consts::OS.to_owned(),
+        usize::BITS.to_string(),
+        interp.to_owned(),
+        format!("{}.{:06}", start.sec, start.usec),
+        period_us.to_string(),
     ];
-    let mut keys: Vec<&str> = builtin.iter().map(|(key, _)| *key).collect();
-    for (key, _) in &options.meta {
-        if keys.contains(&key.as_str()) {
-            return Err(VmprofError::DuplicateMetaKey(key.clone()));
-        }
-        keys.push(key);
-    }
+    let builtin = BUILTIN_META_KEYS.iter().zip(values);
     let mut encoder = Encoder::new();
     encoder.header(period_us, interp);
     encoder.start_time(start);
-    for (key, value) in &builtin {
-        encoder.meta(key, value);
+    for (key, value) in builtin {
+        encoder.meta(key, &value);
     }
     for (key, value) in &options.meta {
         encoder.meta(key, value);
@@ -256,8 +278,9 @@ fn install_handler_once() -> Result<(), VmprofError> {
 /// Arms `ITIMER_PROF` with `interval` (zero disarms it).
 fn set_timer(interval: Duration) -> Result<(), VmprofError> {
     let tv = libc::timeval {
+        // At most 1 s (MAX_INTERVAL): both fields fit any C type.
         tv_sec: interval.as_secs() as libc::time_t,
-        tv_usec: libc::suseconds_t::from(interval.subsec_micros() as i32),
+        tv_usec: interval.subsec_micros() as libc::suseconds_t,
     };
     let timer = libc::itimerval {
         it_interval: tv,
@@ -289,6 +312,23 @@ fn process_cpu_ns() -> u64 {
     (now.tv_sec as u64)
         .saturating_mul(1_000_000_000)
         .saturating_add(now.tv_nsec as u64)
+}
+
+thread_local! {
+    // Static TLS like the shadow stack: safe to use in the handler.
+    static THREAD_ID: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The OS id of the calling thread, asked once per thread (`gettid`, a bare
+/// system call) and cached. Async-signal-safe.
+fn current_thread_id() -> usize {
+    THREAD_ID.with(|cached| {
+        if cached.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            cached.set(unsafe { libc::gettid() } as usize);
+        }
+        cached.get()
+    })
 }
 
 // ANCHOR: sigprof_handler
@@ -340,9 +380,9 @@ fn record_claimed() {
             // them towards the root).
             return;
         }
-        // SAFETY: gettid has no preconditions.
-        let thread_id = unsafe { libc::gettid() } as usize;
-        RING.push_with(weight as usize, thread_id, depth, |i| stack.id_at(i));
+        RING.push_with(weight as usize, current_thread_id(), depth, |i| {
+            stack.id_at(i)
+        });
     });
 }
 // ANCHOR_END: sigprof_handler

@@ -23,6 +23,11 @@
 //!
 //! Inline pop: `store [S + DEPTH_OFFSET], load [S + DEPTH_OFFSET] - 1`.
 //!
+//! `S` differs per thread. A single-threaded VM may embed it in the code as
+//! a constant; a multi-threaded one keeps it in its per-thread VM context
+//! and loads it from there. Code that pushed must pop on every exit path
+//! (returns and unwinding), or later samples carry a stale frame.
+//!
 //! Plain 8-byte loads and stores suffice, with no atomic instructions or
 //! fences in the machine code: the sampler runs as a signal handler **on the
 //! same thread** (see [`super::sampler`]), which sees that thread's memory in
@@ -31,6 +36,11 @@
 //! Rust code here uses a compiler fence), so a handler that interrupts a
 //! push between the two stores sees the old depth and never an unwritten
 //! slot. A pop is a single store, so the handler sees either depth.
+//!
+//! # Memory
+//!
+//! Each thread of the process has its stack in static TLS: 8 KiB of
+//! zero-initialised `.tbss`, whether or not it ever runs VM code.
 //!
 //! # Cost when profiling is off
 //!

@@ -1,6 +1,7 @@
 //! The writer thread: moves samples from the ring to the profile file.
 //!
-//! It owns the file for the whole session. Every [`DRAIN_PERIOD`] it
+//! It owns the file for the whole session. Every [`DRAIN_PERIOD`] (or
+//! [`BUSY_DRAIN_PERIOD`] while the ring fills fast) it
 //! encodes, in one buffer written with one `write_all`:
 //!
 //! 1. (first round only) the static header, HEADER, TIME_N_ZONE and META;
@@ -26,7 +27,7 @@ use super::registry::for_each_code_from;
 use super::ring::{RING_WORDS, RingSample, SampleRing};
 
 /// How often the writer drains the ring.
-pub const DRAIN_PERIOD: Duration = Duration::from_millis(20);
+pub const DRAIN_PERIOD: Duration = Duration::from_millis(100);
 /// How soon the writer drains again after a round that found the ring more
 /// than a quarter full (deep stacks at a high rate).
 pub const BUSY_DRAIN_PERIOD: Duration = Duration::from_millis(1);
