@@ -194,6 +194,20 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
             grep -E 'jitted-' | strip_paths |
             sed -E 's/^ +[0-9]+\.[0-9]+%/    NN.NN%/' | sed -E -e 's/ +$//' -e 's/   +/  /g' | sort
     } >"$OUT/perf-report.txt"
+
+    # The interpreter as perf sees it without trampolines: every Toy frame is
+    # one native interp_entry frame (run inlined), named the same.
+    (cd "$WORK" && perf record -q -N -e cpu-clock -F 999 -g -o interp.data -- \
+        "$TOYVM" run "$ROOT/examples/scripts/profile_demo.toy" 300 100000 >/dev/null 2>&1)
+    (cd "$WORK" && perf script -i interp.data --no-inline -F ip,sym >interp.txt 2>/dev/null)
+    {
+        echo "\$ perf record -g -- toyvm run examples/scripts/profile_demo.toy 300 100000"
+        echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
+        awk 'BEGIN { RS = ""; FS = "\n" }
+            { n = 0; for (i = 1; i <= NF; i++) if ($i ~ / vm::interp::interp_entry$/) n++ }
+            $1 ~ / vm::interp::interp_entry$/ && n == 4 { print; exit }' "$WORK/interp.txt" |
+            awk '{ $1 = ""; print "   " $0 }'
+    } >"$OUT/perf-interp-stack.txt"
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi
