@@ -63,7 +63,6 @@ run_toy runtime-error.txt run examples/scripts/errors.toy
 
 # --- Bytecode -----------------------------------------------------------------
 run_toy disasm-sum.txt disasm book/examples/sum.toy
-run_toy disasm-fib.txt disasm examples/scripts/fib.toy
 
 # --- perfsupport: the end-to-end test binary as a tiny "VM" ---------------------
 echo "generate.sh: building the perfsupport end-to-end binary" >&2
