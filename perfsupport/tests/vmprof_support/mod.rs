@@ -82,14 +82,25 @@ pub fn burn(cpu: Duration) {
 
 /// Runs outer → (middle → inner)* for about `cpu` of CPU time: a fifth of
 /// each round in middle itself, the rest in inner.
+///
+/// Round lengths vary pseudo-randomly (1 to 3 ms). A fixed period would
+/// alias with the sampler: the kernel delivers `ITIMER_PROF` on its tick
+/// (every 4 ms at 250 Hz), so a 2 ms round is sampled at nearly the same
+/// phase every time and the split comes out as, say, 50/50 instead of 20/80.
 pub fn run_nested(w: Workload, cpu: Duration) {
     let end = thread_cpu_time() + cpu;
     let _outer = vmprof_execute_code(w.outer);
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
     while thread_cpu_time() < end {
+        // xorshift64: a cheap, deterministic sequence of round lengths.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let round_us = 1000 + state % 2000;
         let _middle = vmprof_execute_code(w.middle);
-        burn(Duration::from_micros(400));
+        burn(Duration::from_micros(round_us / 5));
         let _inner = vmprof_execute_code(w.inner);
-        burn(Duration::from_micros(1600));
+        burn(Duration::from_micros(round_us - round_us / 5));
     }
 }
 
