@@ -191,16 +191,39 @@ def main():
 
     if write:
         versions = read_text(results, "versions.txt").strip()
-        header = [
-            "# toyvm benchmark results\n",
+        section = [
+            BEGIN,
+            "## Engines side by side (`bench/run.sh`)\n",
             "Written by `bench/run.sh --write`; raw data in `%s/` (not committed). "
             "Re-run: `bench/run.sh --write` (see its header for options).\n" % results,
-            "## Machine and versions\n",
+            "### Machine and versions\n",
             "\n".join("- " + v for v in versions.splitlines()) + "\n",
+            text.replace("\n## ", "\n### "),
+            END,
         ]
-        with open(write, "w") as f:
-            f.write("\n".join(header) + "\n" + text)
+        replace_section(write, "\n".join(section))
         print("wrote %s" % write, file=sys.stderr)
+
+
+# The runner owns only the part of RESULTS.md between these markers; the rest
+# (micro-benchmarks, overhead measurements, commentary) is kept as it is.
+BEGIN = "<!-- BEGIN bench/run.sh output -->"
+END = "<!-- END bench/run.sh output -->"
+
+
+def replace_section(path, section):
+    try:
+        with open(path) as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = "# toyvm benchmark results\n\n"
+    if BEGIN in old and END in old:
+        before = old[: old.index(BEGIN)]
+        after = old[old.index(END) + len(END):]
+    else:
+        before, after = old.rstrip("\n") + "\n\n", "\n"
+    with open(path, "w") as f:
+        f.write(before + section + after)
 
 
 if __name__ == "__main__":
