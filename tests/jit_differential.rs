@@ -284,7 +284,8 @@ impl Gen {
                 }
             }
             4 => {
-                let e = self.expr(*self.rng.pick(&[Ty::Int, Ty::Float, Ty::Bool, Ty::Str, Ty::IntArr]), 0);
+                let ty = *self.rng.pick(&[Ty::Int, Ty::Float, Ty::Bool, Ty::Str, Ty::IntArr]);
+                let e = self.expr(ty, 0);
                 self.line(&format!("print({e});"));
             }
             5 => {
@@ -330,7 +331,8 @@ impl Gen {
                 if self.rng.chance(20) {
                     self.indent += 1;
                     let kw = *self.rng.pick(&["break", "continue"]);
-                    self.line(&format!("if {i} == {} {{ {kw}; }}", self.rng.below(6)));
+                    let at = self.rng.below(6);
+                    self.line(&format!("if {i} == {at} {{ {kw}; }}"));
                     self.indent -= 1;
                 }
                 self.loop_depth -= 1;
@@ -366,7 +368,8 @@ impl Gen {
                 self.line(&format!("let {name} = depth((({n}) % 40) + 5);"));
             }
             11 => {
-                if let Some(call) = self.call_of(*self.rng.pick(&[Ty::Int, Ty::Float, Ty::Str]), 0) {
+                let ty = *self.rng.pick(&[Ty::Int, Ty::Float, Ty::Str]);
+                if let Some(call) = self.call_of(ty, 0) {
                     self.line(&format!("print({call});"));
                 }
             }
@@ -434,6 +437,7 @@ fn random_programs_agree_across_tiers() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut rng = Rng(SEED);
     let mut errors = 0;
+    let mut stdout_lines = 0;
     let mut failures = Vec::new();
     for n in 0..PROGRAMS {
         let source = Gen::new(rng.next()).program();
@@ -457,9 +461,15 @@ fn random_programs_agree_across_tiers() {
             reference.status.is_some(),
             "the interpreter crashed or hung on:\n{source}"
         );
+        assert!(
+            !reference.stderr.contains(": error: "),
+            "the generator wrote an invalid program:\n{source}\n{}",
+            reference.stderr
+        );
         if reference.status != Some(0) {
             errors += 1;
         }
+        stdout_lines += reference.stdout.lines().count();
         for (tier, run) in &runs[1..] {
             if run.stdout != reference.stdout || run.stderr != reference.stderr || run.status != reference.status {
                 let mut report = String::new();
@@ -476,6 +486,7 @@ fn random_programs_agree_across_tiers() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("jit_differential: {PROGRAMS} programs, {errors} ended in a runtime error, {stdout_lines} stdout lines");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // The generator must exercise the error paths too.
     assert!(errors > PROGRAMS / 20, "only {errors} programs stopped with an error");
