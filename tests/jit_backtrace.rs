@@ -33,7 +33,11 @@ fn rust_backtrace_from_a_helper_reaches_main_through_jit_frames() {
         .lines()
         .filter_map(|l| l.trim().split_once(": ").map(|(_, name)| name))
         .collect();
-    let at = |name: &str| frames.iter().position(|f| *f == name || f.ends_with(&format!("::{name}")));
+    let at = |name: &str| {
+        frames
+            .iter()
+            .position(|f| *f == name || f.ends_with(&format!("::{name}")))
+    };
     let helper = at("toy_jit_slow_op").unwrap_or_else(|| panic!("no helper frame:\n{first}"));
     let run_main = at("run_main").unwrap_or_else(|| panic!("stops in JIT code:\n{first}"));
     let main = at("main").unwrap_or_else(|| panic!("does not reach main:\n{first}"));

@@ -83,11 +83,27 @@ struct Gen {
 }
 
 const INT_LITERALS: &[&str] = &[
-    "0", "1", "2", "3", "7", "-1", "-5", "10", "100", "1000000007", "9223372036854775807",
-    "(-9223372036854775807 - 1)", "0x7f", "1_000",
+    "0",
+    "1",
+    "2",
+    "3",
+    "7",
+    "-1",
+    "-5",
+    "10",
+    "100",
+    "1000000007",
+    "9223372036854775807",
+    "(-9223372036854775807 - 1)",
+    "0x7f",
+    "1_000",
 ];
-const FLOAT_LITERALS: &[&str] = &["0.0", "1.5", "-2.25", "0.1", "3.0", "1e10", "2.5e-3", "-0.0"];
-const STR_LITERALS: &[&str] = &["\"\"", "\"a\"", "\"toy\"", "\"12\"", "\"x y\"", "\"-7\"", "\"3.5\"", "\"\\n\""];
+const FLOAT_LITERALS: &[&str] = &[
+    "0.0", "1.5", "-2.25", "0.1", "3.0", "1e10", "2.5e-3", "-0.0",
+];
+const STR_LITERALS: &[&str] = &[
+    "\"\"", "\"a\"", "\"toy\"", "\"12\"", "\"x y\"", "\"-7\"", "\"3.5\"", "\"\\n\"",
+];
 
 impl Gen {
     fn new(seed: u64) -> Gen {
@@ -132,7 +148,9 @@ impl Gen {
     }
 
     fn call_of(&mut self, ty: Ty, depth: usize) -> Option<String> {
-        let candidates: Vec<usize> = (0..self.callable).filter(|&i| self.fns[i].ret == ty).collect();
+        let candidates: Vec<usize> = (0..self.callable)
+            .filter(|&i| self.fns[i].ret == ty)
+            .collect();
         if candidates.is_empty() {
             return None;
         }
@@ -144,7 +162,8 @@ impl Gen {
 
     fn expr(&mut self, ty: Ty, depth: usize) -> String {
         let leaf = depth >= 3 || self.rng.chance(30);
-        if !leaf && self.rng.chance(12)
+        if !leaf
+            && self.rng.chance(12)
             && let Some(call) = self.call_of(ty, depth)
         {
             return call;
@@ -162,7 +181,9 @@ impl Gen {
                 }
                 match self.rng.below(9) {
                     0..=3 => {
-                        let op = *self.rng.pick(&["+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"]);
+                        let op = *self
+                            .rng
+                            .pick(&["+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"]);
                         format!("({} {op} {})", self.expr(Ty::Int, d), self.expr(Ty::Int, d))
                     }
                     4 => format!("-{}", self.expr(Ty::Int, d)),
@@ -185,7 +206,11 @@ impl Gen {
                 match self.rng.below(7) {
                     0..=2 => {
                         let op = *self.rng.pick(&["+", "-", "*", "/", "%"]);
-                        format!("({} {op} {})", self.expr(Ty::Float, d), self.expr(Ty::Float, d))
+                        format!(
+                            "({} {op} {})",
+                            self.expr(Ty::Float, d),
+                            self.expr(Ty::Float, d)
+                        )
                     }
                     3 => format!("float({})", self.expr(Ty::Int, d)),
                     4 => format!("sqrt({})", self.expr(Ty::Float, d)),
@@ -207,7 +232,11 @@ impl Gen {
                     }
                     2 => {
                         let op = *self.rng.pick(&["<", "<=", ">", ">=", "==", "!="]);
-                        format!("({} {op} {})", self.expr(Ty::Float, d), self.expr(Ty::Float, d))
+                        format!(
+                            "({} {op} {})",
+                            self.expr(Ty::Float, d),
+                            self.expr(Ty::Float, d)
+                        )
                     }
                     3 => {
                         let op = *self.rng.pick(&["<", "<=", "==", "!="]);
@@ -215,7 +244,11 @@ impl Gen {
                     }
                     4 => {
                         let op = *self.rng.pick(&["&&", "||"]);
-                        format!("({} {op} {})", self.expr(Ty::Bool, d), self.expr(Ty::Bool, d))
+                        format!(
+                            "({} {op} {})",
+                            self.expr(Ty::Bool, d),
+                            self.expr(Ty::Bool, d)
+                        )
                     }
                     _ => format!("!{}", self.expr(Ty::Bool, d)),
                 }
@@ -232,9 +265,20 @@ impl Gen {
                 }
             }
             Ty::IntArr => match self.rng.below(3) {
-                0 => format!("[{}, {}, {}]", self.expr(Ty::Int, d), self.expr(Ty::Int, d), self.expr(Ty::Int, d)),
-                1 => format!("[{}; {}]", self.expr(Ty::Int, d), self.rng.pick(&["0", "3", "5", "-1"])),
-                _ => self.var_of(ty, false).unwrap_or_else(|| "[1, 2, 3, 4, 5]".into()),
+                0 => format!(
+                    "[{}, {}, {}]",
+                    self.expr(Ty::Int, d),
+                    self.expr(Ty::Int, d),
+                    self.expr(Ty::Int, d)
+                ),
+                1 => format!(
+                    "[{}; {}]",
+                    self.expr(Ty::Int, d),
+                    self.rng.pick(&["0", "3", "5", "-1"])
+                ),
+                _ => self
+                    .var_of(ty, false)
+                    .unwrap_or_else(|| "[1, 2, 3, 4, 5]".into()),
             },
             Ty::FloatArr => match self.rng.below(2) {
                 0 => format!("[{}, {}]", self.expr(Ty::Float, d), self.expr(Ty::Float, d)),
@@ -266,7 +310,15 @@ impl Gen {
         let nested = self.indent < 4;
         match self.rng.below(14) {
             0 | 1 => {
-                let ty = *self.rng.pick(&[Ty::Int, Ty::Int, Ty::Float, Ty::Bool, Ty::Str, Ty::IntArr, Ty::FloatArr]);
+                let ty = *self.rng.pick(&[
+                    Ty::Int,
+                    Ty::Int,
+                    Ty::Float,
+                    Ty::Bool,
+                    Ty::Str,
+                    Ty::IntArr,
+                    Ty::FloatArr,
+                ]);
                 let e = self.expr(ty, 0);
                 let name = self.declare(ty, true);
                 self.line(&format!("let {name}: {} = {e};", ty.name()));
@@ -284,7 +336,9 @@ impl Gen {
                 }
             }
             4 => {
-                let ty = *self.rng.pick(&[Ty::Int, Ty::Float, Ty::Bool, Ty::Str, Ty::IntArr]);
+                let ty = *self
+                    .rng
+                    .pick(&[Ty::Int, Ty::Float, Ty::Bool, Ty::Str, Ty::IntArr]);
                 let e = self.expr(ty, 0);
                 self.line(&format!("print({e});"));
             }
@@ -394,7 +448,11 @@ impl Gen {
             let v = self.declare(p, true);
             header.push(format!("{v}: {}", p.name()));
         }
-        self.line(&format!("fn {name}({}) -> {} {{", header.join(", "), ret.name()));
+        self.line(&format!(
+            "fn {name}({}) -> {} {{",
+            header.join(", "),
+            ret.name()
+        ));
         self.callable = index;
         let n = self.rng.below(5) + 1;
         self.indent += 1;
@@ -471,12 +529,20 @@ fn random_programs_agree_across_tiers() {
         }
         stdout_lines += reference.stdout.lines().count();
         for (tier, run) in &runs[1..] {
-            if run.stdout != reference.stdout || run.stderr != reference.stderr || run.status != reference.status {
+            if run.stdout != reference.stdout
+                || run.stderr != reference.stderr
+                || run.status != reference.status
+            {
                 let mut report = String::new();
                 let _ = writeln!(
                     report,
                     "program {n} differs in `{tier}`:\n{source}\n--- interpreter: status {:?}\n{}{}--- {tier}: status {:?}\n{}{}",
-                    reference.status, reference.stdout, reference.stderr, run.status, run.stdout, run.stderr
+                    reference.status,
+                    reference.stdout,
+                    reference.stderr,
+                    run.status,
+                    run.stdout,
+                    run.stderr
                 );
                 failures.push(report);
             }
@@ -486,9 +552,17 @@ fn random_programs_agree_across_tiers() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    eprintln!("jit_differential: {PROGRAMS} programs, {errors} ended in a runtime error, {stdout_lines} stdout lines");
+    eprintln!(
+        "jit_differential: {PROGRAMS} programs, {errors} ended in a runtime error, {stdout_lines} stdout lines"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // The generator must exercise the error paths too.
-    assert!(errors > PROGRAMS / 20, "only {errors} programs stopped with an error");
-    assert!(errors < PROGRAMS * 9 / 10, "{errors} programs stopped with an error");
+    assert!(
+        errors > PROGRAMS / 20,
+        "only {errors} programs stopped with an error"
+    );
+    assert!(
+        errors < PROGRAMS * 9 / 10,
+        "{errors} programs stopped with an error"
+    );
 }

@@ -90,7 +90,9 @@ fn stacks(text: &str) -> Vec<Stack> {
                     words.next()?;
                     let rest: Vec<&str> = words.collect();
                     let (dso, sym) = match rest.split_last() {
-                        Some((last, init)) if last.starts_with('(') => (last.to_string(), init.join(" ")),
+                        Some((last, init)) if last.starts_with('(') => {
+                            (last.to_string(), init.join(" "))
+                        }
                         _ => (String::new(), rest.join(" ")),
                     };
                     Some((sym, dso))
@@ -111,26 +113,49 @@ fn chains(stack: &Stack, chain: &[&str]) -> bool {
         }
     }
     at == chain.len()
-        && stack
-            .iter()
-            .any(|(sym, _)| sym == "main" || sym.ends_with("toyvm::main") || sym == "__libc_start_call_main")
+        && stack.iter().any(|(sym, _)| {
+            sym == "main" || sym.ends_with("toyvm::main") || sym == "__libc_start_call_main"
+        })
 }
 
 /// Records `script` under perf and returns the stacks (after inject for
 /// jitdump runs) plus the work directory's pid-specific file name prefix.
-fn record(work: &Work, perf_args: &[&str], toy_args: &[&str], env: &[(&str, &str)], inject: bool) -> (Vec<Stack>, u32) {
+fn record(
+    work: &Work,
+    perf_args: &[&str],
+    toy_args: &[&str],
+    env: &[(&str, &str)],
+    inject: bool,
+) -> (Vec<Stack>, u32) {
     let script = common::repo_root().join("tests/perf/nested.toy");
     let script = script.to_string_lossy().into_owned();
     let toyvm = env!("CARGO_BIN_EXE_toyvm");
-    let mut args = vec!["record", "-q", "-e", "cpu-clock", "-F", "999", "-o", "perf.data"];
+    let mut args = vec![
+        "record",
+        "-q",
+        "-e",
+        "cpu-clock",
+        "-F",
+        "999",
+        "-o",
+        "perf.data",
+    ];
     args.extend_from_slice(perf_args);
     args.extend_from_slice(&["--", toyvm, "run"]);
     args.extend_from_slice(toy_args);
     args.push(&script);
-    let sizes = if toy_args.contains(&"--no-jit") { INTERP_ARGS } else { JIT_ARGS };
+    let sizes = if toy_args.contains(&"--no-jit") {
+        INTERP_ARGS
+    } else {
+        JIT_ARGS
+    };
     args.extend_from_slice(sizes);
     let out = work.perf(&args, env);
-    assert!(out.status.success(), "perf record failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "perf record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pid_out = work.perf(&["script", "-i", "perf.data", "-F", "pid"], &[]);
     let pid: u32 = String::from_utf8_lossy(&pid_out.stdout)
         .split_whitespace()
@@ -138,20 +163,34 @@ fn record(work: &Work, perf_args: &[&str], toy_args: &[&str], env: &[(&str, &str
         .and_then(|p| p.parse().ok())
         .expect("a sample with a pid");
     let input = if inject {
-        let out = work.perf(&["inject", "--jit", "-i", "perf.data", "-o", "perf.jit.data"], &[]);
-        assert!(out.status.success(), "perf inject failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = work.perf(
+            &["inject", "--jit", "-i", "perf.data", "-o", "perf.jit.data"],
+            &[],
+        );
+        assert!(
+            out.status.success(),
+            "perf inject failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         "perf.jit.data"
     } else {
         "perf.data"
     };
-    let out = work.perf(&["script", "--no-inline", "-i", input, "-F", "ip,sym,dso"], &[]);
+    let out = work.perf(
+        &["script", "--no-inline", "-i", input, "-F", "ip,sym,dso"],
+        &[],
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     (stacks(&text), pid)
 }
 
 fn ratio(part: usize, whole: usize) -> f64 {
-    if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
 }
 
 /// Runs `check` and retries once if it fails (a flaky capture).
@@ -169,31 +208,63 @@ fn scenario_a() -> Result<(), String> {
     let (stacks, _) = record(&work, &["-g"], &["--no-jit", "--perf"], &[], false);
     let hot: Vec<&Stack> = stacks
         .iter()
-        .filter(|s| s.iter().any(|(sym, _)| sym.starts_with("toy:interp:inner_hot:")))
+        .filter(|s| {
+            s.iter()
+                .any(|(sym, _)| sym.starts_with("toy:interp:inner_hot:"))
+        })
         .collect();
     let chained = hot
         .iter()
-        .filter(|s| chains(s, &["toy:interp:inner_hot:", "toy:interp:middle:", "toy:interp:outer:", "toy:interp:<main>:"]))
+        .filter(|s| {
+            chains(
+                s,
+                &[
+                    "toy:interp:inner_hot:",
+                    "toy:interp:middle:",
+                    "toy:interp:outer:",
+                    "toy:interp:<main>:",
+                ],
+            )
+        })
         .count();
     if ratio(hot.len(), stacks.len()) < 0.5 || ratio(chained, hot.len()) < 0.8 {
-        return Err(format!("(a) {} samples, {} in inner_hot, {chained} chained", stacks.len(), hot.len()));
+        return Err(format!(
+            "(a) {} samples, {} in inner_hot, {chained} chained",
+            stacks.len(),
+            hot.len()
+        ));
     }
     Ok(())
 }
 
 fn scenario_b() -> Result<(), String> {
     let work = Work::new();
-    let (stacks, _) = record(&work, &["-g"], &["--jit-threshold", "0", "--perf"], &[], false);
+    let (stacks, _) = record(
+        &work,
+        &["-g"],
+        &["--jit-threshold", "0", "--perf"],
+        &[],
+        false,
+    );
     let leaf: Vec<&Stack> = stacks
         .iter()
         .filter(|s| s[0].0.starts_with("toy:jit:inner_hot:"))
         .collect();
     let chained = leaf
         .iter()
-        .filter(|s| chains(s, &["toy:jit:inner_hot:", "toy:jit:middle:", "toy:jit:outer:"]))
+        .filter(|s| {
+            chains(
+                s,
+                &["toy:jit:inner_hot:", "toy:jit:middle:", "toy:jit:outer:"],
+            )
+        })
         .count();
     if ratio(leaf.len(), stacks.len()) < 0.5 || ratio(chained, leaf.len()) < 0.8 {
-        return Err(format!("(b) {} samples, {} leaf in inner_hot, {chained} chained", stacks.len(), leaf.len()));
+        return Err(format!(
+            "(b) {} samples, {} leaf in inner_hot, {chained} chained",
+            stacks.len(),
+            leaf.len()
+        ));
     }
     Ok(())
 }
@@ -202,7 +273,11 @@ fn scenario_b() -> Result<(), String> {
 fn scenario_jitdump(unwind: bool) -> Result<(), String> {
     let work = Work::new();
     let dir = work.dir.to_string_lossy().into_owned();
-    let env: &[(&str, &str)] = if unwind { &[] } else { &[("TOYVM_JITDUMP_NO_UNWIND", "1")] };
+    let env: &[(&str, &str)] = if unwind {
+        &[]
+    } else {
+        &[("TOYVM_JITDUMP_NO_UNWIND", "1")]
+    };
     let (stacks, pid) = record(
         &work,
         &["-k", "1", "--call-graph", "dwarf,16384"],
@@ -216,11 +291,20 @@ fn scenario_jitdump(unwind: bool) -> Result<(), String> {
         .collect();
     let chained = leaf
         .iter()
-        .filter(|s| chains(s, &["toy:jit:inner_hot:", "toy:jit:middle:", "toy:jit:outer:"]))
+        .filter(|s| {
+            chains(
+                s,
+                &["toy:jit:inner_hot:", "toy:jit:middle:", "toy:jit:outer:"],
+            )
+        })
         .count();
     let name = if unwind { "(c)" } else { "(d)" };
     if ratio(leaf.len(), stacks.len()) < 0.5 {
-        return Err(format!("{name} {} samples, {} leaf in a jitted inner_hot", stacks.len(), leaf.len()));
+        return Err(format!(
+            "{name} {} samples, {} leaf in a jitted inner_hot",
+            stacks.len(),
+            leaf.len()
+        ));
     }
     if !unwind {
         let so = jitted_object(&work, pid)?;
@@ -234,15 +318,33 @@ fn scenario_jitdump(unwind: bool) -> Result<(), String> {
         };
     }
     if ratio(chained, leaf.len()) < 0.8 {
-        return Err(format!("(c) {} leaf samples, {chained} chained", leaf.len()));
+        return Err(format!(
+            "(c) {} leaf samples, {chained} chained",
+            leaf.len()
+        ));
     }
     let out = work.perf(
-        &["report", "--no-inline", "-i", "perf.jit.data", "--stdio", "--sort", "sym,srcline", "-g", "none"],
+        &[
+            "report",
+            "--no-inline",
+            "-i",
+            "perf.jit.data",
+            "--stdio",
+            "--sort",
+            "sym,srcline",
+            "-g",
+            "none",
+        ],
         &[],
     );
     let report = String::from_utf8_lossy(&out.stdout);
-    if !report.lines().any(|l| l.contains("toy:jit:inner_hot:") && l.contains("nested.toy:")) {
-        return Err(format!("(c) no nested.toy srcline for inner_hot in:\n{report}"));
+    if !report
+        .lines()
+        .any(|l| l.contains("toy:jit:inner_hot:") && l.contains("nested.toy:"))
+    {
+        return Err(format!(
+            "(c) no nested.toy srcline for inner_hot in:\n{report}"
+        ));
     }
     check_readelf(&jitted_object(&work, pid)?)
 }
@@ -253,7 +355,10 @@ fn jitted_object(work: &Work, pid: u32) -> Result<PathBuf, String> {
     std::fs::read_dir(&work.dir)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
         .find(|p| std::fs::read(p).is_ok_and(|b| contains(&b, b"toy:jit:inner_hot:")))
         .ok_or_else(|| "no jitted-*.so for inner_hot".to_string())
 }
@@ -263,9 +368,15 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 fn check_readelf(so: &Path) -> Result<(), String> {
-    let sections = Command::new("readelf").arg("-S").arg(so).output().map_err(|e| e.to_string())?;
+    let sections = Command::new("readelf")
+        .arg("-S")
+        .arg(so)
+        .output()
+        .map_err(|e| e.to_string())?;
     let sections = String::from_utf8_lossy(&sections.stdout);
-    if !sections.contains(".eh_frame_hdr") || !sections.contains(".eh_frame ") && !sections.contains(".eh_frame\n") {
+    if !sections.contains(".eh_frame_hdr")
+        || !sections.contains(".eh_frame ") && !sections.contains(".eh_frame\n")
+    {
         return Err(format!("(c) sections of {}:\n{sections}", so.display()));
     }
     let frames = Command::new("readelf")
@@ -282,7 +393,19 @@ fn check_readelf(so: &Path) -> Result<(), String> {
 
 #[test]
 fn perf_sees_interpreted_and_compiled_toy_frames() {
-    let have_perf = tool_works("perf", &["record", "-q", "-e", "cpu-clock", "-o", "/dev/null", "--", "true"]);
+    let have_perf = tool_works(
+        "perf",
+        &[
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-o",
+            "/dev/null",
+            "--",
+            "true",
+        ],
+    );
     let have_readelf = tool_works("readelf", &["--version"]);
     if !have_perf || !have_readelf {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -293,5 +416,7 @@ fn perf_sees_interpreted_and_compiled_toy_frames() {
     twice("(a) interpreter trampolines", scenario_a);
     twice("(b) JIT frame pointers", scenario_b);
     twice("(c) jitdump DWARF unwinding", || scenario_jitdump(true));
-    twice("(d) jitdump without unwind info", || scenario_jitdump(false));
+    twice("(d) jitdump without unwind info", || {
+        scenario_jitdump(false)
+    });
 }

@@ -24,7 +24,10 @@ pub fn symbols() -> [(&'static str, *const u8); 9] {
         ("toy_jit_pop", toy_jit_pop as *const u8),
         ("toy_jit_fail", toy_jit_fail as *const u8),
         ("toy_jit_index_error", toy_jit_index_error as *const u8),
-        ("toy_jit_depth_exceeded", toy_jit_depth_exceeded as *const u8),
+        (
+            "toy_jit_depth_exceeded",
+            toy_jit_depth_exceeded as *const u8,
+        ),
         ("toy_jit_push_trace", toy_jit_push_trace as *const u8),
         ("toy_jit_str_cmp", toy_jit_str_cmp as *const u8),
         ("toy_jit_str_len", toy_jit_str_len as *const u8),

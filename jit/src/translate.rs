@@ -40,8 +40,8 @@
 use std::collections::HashMap;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{MemFlagsData,
-    self, AbiParam, Block, FuncRef, InstBuilder, Signature, SourceLoc, Value, types,
+use cranelift_codegen::ir::{
+    self, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, SourceLoc, Value, types,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -270,7 +270,9 @@ impl Translator<'_, '_> {
     fn prologue(&mut self, b: &mut FunctionBuilder<'_>, args: &[Value]) {
         let (vm, base) = (self.vm, self.base);
         let depth = b.ins().load(types::I64, flags(), vm, offsets::DEPTH as i32);
-        let max = b.ins().load(types::I64, flags(), vm, offsets::MAX_DEPTH as i32);
+        let max = b
+            .ins()
+            .load(types::I64, flags(), vm, offsets::MAX_DEPTH as i32);
         let depth1 = b.ins().iadd_imm_s(depth, 1);
         let over = b.ins().icmp(IntCC::UnsignedGreaterThan, depth1, max);
         let too_deep = b.create_block();
@@ -288,7 +290,9 @@ impl Translator<'_, '_> {
 
         b.switch_to_block(ok);
         b.ins().store(flags(), depth1, vm, offsets::DEPTH as i32);
-        let frames = b.ins().load(types::I64, flags(), vm, offsets::FRAMES as i32);
+        let frames = b
+            .ins()
+            .load(types::I64, flags(), vm, offsets::FRAMES as i32);
         let rec_off = b.ins().ishl_imm_u(depth1, 4);
         let rec = b.ins().iadd(frames, rec_off);
         b.ins().store(flags(), base, rec, 0);
@@ -341,7 +345,9 @@ impl Translator<'_, '_> {
     fn read(&self, b: &mut FunctionBuilder<'_>, r: Reg) -> Value {
         match self.slots[r as usize] {
             Slot::Var(v, _) | Slot::Arg(v) => b.use_var(v),
-            Slot::Frame => b.ins().load(types::I64, flags(), self.base, slot_offset(r as usize)),
+            Slot::Frame => b
+                .ins()
+                .load(types::I64, flags(), self.base, slot_offset(r as usize)),
         }
     }
 
@@ -412,7 +418,8 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
                 b.ins().return_(&[zero, one]);
@@ -464,7 +471,8 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
                 let value = match value {
                     Some(v) => convert(b, v, self.ret_type()),
                     None => {
@@ -568,7 +576,15 @@ impl Translator<'_, '_> {
 
     /// Integer division or remainder with the interpreter's semantics:
     /// error on zero, `i64::MIN / -1` wraps (Cranelift's `sdiv` would trap).
-    fn div_rem(&mut self, b: &mut FunctionBuilder<'_>, dst: Reg, x: Value, y: Value, pc: usize, rem: bool) {
+    fn div_rem(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        dst: Reg,
+        x: Value,
+        y: Value,
+        pc: usize,
+        rem: bool,
+    ) {
         let is_zero = b.ins().icmp_imm_s(IntCC::Equal, y, 0);
         let code = if rem {
             codes::MODULO_BY_ZERO
@@ -593,7 +609,13 @@ impl Translator<'_, '_> {
 
     /// Loads the length of array `arr` and checks `idx` against it;
     /// returns the element address.
-    fn element_address(&mut self, b: &mut FunctionBuilder<'_>, arr: Reg, idx: Reg, pc: usize) -> Value {
+    fn element_address(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        arr: Reg,
+        idx: Reg,
+        pc: usize,
+    ) -> Value {
         let a = self.read_i(b, arr);
         let i = self.read_i(b, idx);
         let len = b.ins().load(types::I64, flags(), a, self.env.array.len);
@@ -609,9 +631,18 @@ impl Translator<'_, '_> {
         b.ins().iadd(data, off)
     }
 
-    fn call(&mut self, b: &mut FunctionBuilder<'_>, callee: u16, base_reg: Reg, dst: Reg, pc: usize) {
+    fn call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        callee: u16,
+        base_reg: Reg,
+        dst: Reg,
+        pc: usize,
+    ) {
         let cf = &self.env.module.functions[callee as usize];
-        let callee_base = b.ins().iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
+        let callee_base = b
+            .ins()
+            .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
         let (status, result) = match self.env.natives[callee as usize] {
             Some(id) => {
                 let mut args = vec![self.vm, callee_base];
@@ -627,11 +658,15 @@ impl Translator<'_, '_> {
                 for i in 0..cf.params.len() {
                     self.spill(b, base_reg as usize + i);
                 }
-                let table = b.ins().load(types::I64, flags(), self.vm, offsets::ENTRY_TABLE as i32);
+                let table = b
+                    .ins()
+                    .load(types::I64, flags(), self.vm, offsets::ENTRY_TABLE as i32);
                 let entry = b.ins().load(types::I64, flags(), table, callee as i32 * 8);
                 let sig = b.import_signature(entry_signature(self.env.call_conv));
                 let func = b.ins().iconst(types::I32, callee as i64);
-                let inst = b.ins().call_indirect(sig, entry, &[self.vm, func, callee_base]);
+                let inst = b
+                    .ins()
+                    .call_indirect(sig, entry, &[self.vm, func, callee_base]);
                 (b.inst_results(inst)[0], None)
             }
         };
@@ -694,7 +729,9 @@ impl Translator<'_, '_> {
                 let v = match self.f.consts[k as usize] {
                     Const::Int(i) => b.ins().iconst(types::I64, i),
                     Const::Float(x) => b.ins().f64const(x),
-                    Const::Str(_) => b.ins().iconst(types::I64, self.env.consts[k as usize] as i64),
+                    Const::Str(_) => b
+                        .ins()
+                        .iconst(types::I64, self.env.consts[k as usize] as i64),
                 };
                 self.write(b, dst as usize, v);
             }

@@ -75,7 +75,11 @@ fn run(tier: Option<u32>) -> (i32, String, String) {
 fn compiled_code_keeps_every_live_reference_rooted() {
     let reference = run(None);
     assert_eq!(reference.0, 0, "{}", reference.2);
-    assert!(reference.1.contains("[\"0:0\", \"0:1\", \"0:2\"]"), "{}", reference.1);
+    assert!(
+        reference.1.contains("[\"0:0\", \"0:1\", \"0:2\"]"),
+        "{}",
+        reference.1
+    );
     for threshold in [0, 1, 3] {
         assert_eq!(run(Some(threshold)), reference, "threshold {threshold}");
     }
