@@ -51,6 +51,9 @@ pub struct Options {
     /// Collect garbage at every allocation: slow, but any object the root
     /// maps forget is freed at once (for testing the VM).
     pub gc_stress: bool,
+    /// Write stdout out after every `print` instead of in 64 KiB chunks.
+    /// [`run`] turns it on when stdout is a terminal.
+    pub line_buffered: bool,
     /// The JIT to run with; `None` interprets everything.
     pub tier_up: Option<TierUpFactory>,
 }
@@ -60,6 +63,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("max_depth", &self.max_depth)
             .field("gc_stress", &self.gc_stress)
+            .field("line_buffered", &self.line_buffered)
             .field("tier_up", &self.tier_up.is_some())
             .finish()
     }
@@ -70,6 +74,7 @@ impl Default for Options {
         Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
+            line_buffered: false,
             tier_up: None,
         }
     }
@@ -115,10 +120,16 @@ pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
 pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {
+    // SAFETY: isatty only inspects the descriptor.
+    let terminal = unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1;
+    let options = Options {
+        line_buffered: options.line_buffered || terminal,
+        ..options.clone()
+    };
     run_with(
         module,
         args,
-        options,
+        &options,
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     )
@@ -206,6 +217,7 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
+    vm.out.line_buffered = options.line_buffered;
     // The JIT (its code memory) must stay alive while the VM runs code;
     // it lives until the end of this function.
     let mut jit = options.tier_up.as_ref().map(|make| make());

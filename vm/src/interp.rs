@@ -393,17 +393,38 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
     }
 }
 
-/// The instructions that allocate, print or parse, kept out of the main
-/// loop so that its hot state stays in machine registers. Runs `op` (the
-/// instruction before `pc`) in the frame at `regs`. Public so the JIT can
-/// run these instructions exactly as the interpreter does (it stores the
-/// operands to the frame first and reloads the result).
+/// Executes instruction `pc` of function `func` in the frame at `regs`,
+/// out of line, if it is one of the allocating, printing or parsing
+/// instructions (`Concat`, `NewArray`, `RepeatArray`, `Push`, `Print`,
+/// `ToStr`, `Clock`, `Args`, `ParseInt`, `ParseFloat`; any other
+/// instruction is ignored). Compiled code calls this for the instructions
+/// it does not implement inline. It may collect garbage afterwards, so
+/// every live reference must be in the frame's ref registers, as the GC
+/// invariant requires anyway. Returns [`STATUS_OK`] or [`STATUS_ERROR`]
+/// (error and trace entry recorded, as for any entry).
 ///
 /// # Safety
-/// As for [`interp_entry`], with the frame of `func` active at `regs`:
-/// `op` comes from verified code of `func`, at index `pc - 1`.
+/// `vm` valid with a verified module; `func`/`pc` an instruction of it;
+/// `regs` the active frame of `func` (its record pushed, as the entry ABI
+/// requires).
+pub unsafe extern "C" fn run_slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, pc: u32) -> u32 {
+    // SAFETY: caller's contract; `pc` indexes verified code.
+    unsafe {
+        let funcs: &[_] = &(*vm).funcs;
+        let op = *funcs.get_unchecked(func as usize).code.add(pc as usize);
+        slow_op(vm, func, regs, op, pc as usize + 1)
+    }
+}
+
+/// The instructions that allocate, print or parse, kept out of the main
+/// loop so that its hot state stays in machine registers. Runs `op` (the
+/// instruction before `pc`: `pc` is the index of the next instruction) in
+/// the frame at `regs`.
+///
+/// # Safety
+/// As for [`run`]: `op` comes from verified code of `func`.
 #[inline(never)]
-pub unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
+unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
     // SAFETY: as in `run` (same invariants, same frame).
     unsafe {
         macro_rules! reg {
@@ -623,6 +644,47 @@ mod tests {
             vec![TraceEntry { func: 0, pc: 0 }, TraceEntry { func: 1, pc: 1 }]
         );
         assert_eq!(vm.depth, 0);
+    }
+
+    /// A hand-written "compiled" `twice(s: str) -> str { return s + s; }`:
+    /// follows the entry protocol and runs the concatenation out of line.
+    unsafe extern "C" fn compiled_twice(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+        // SAFETY: the entry ABI; instruction 0 of `twice` is its Concat
+        // into register 1, checked by the test below.
+        unsafe {
+            let depth = (*vm).depth + 1;
+            if depth > (*vm).max_depth {
+                (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
+                return STATUS_ERROR;
+            }
+            (*vm).depth = depth;
+            *(*vm).frames.add(depth) = FrameRecord { base, func };
+            *base.add(1) = 0; // a non-parameter ref register
+            let status = run_slow_op(vm, func, base, 0);
+            if status == STATUS_OK {
+                *base = *base.add(1);
+            }
+            (*vm).depth = depth - 1;
+            status
+        }
+    }
+
+    #[test]
+    fn compiled_code_can_run_slow_instructions_out_of_line() {
+        let m = module("fn twice(s: str) -> str { return s + s; }\nprint(twice(\"ab\"));\n");
+        assert!(matches!(
+            m.functions[0].code[0],
+            Op::Concat { dst: 1, a: 0, b: 0 }
+        ));
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        vm.heap.set_stress();
+        // SAFETY: `compiled_twice` implements `twice` with the entry ABI.
+        unsafe { vm.set_entry(0, compiled_twice) };
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        vm.out.flush().unwrap();
+        drop(vm);
+        assert_eq!(out, b"abab\n");
     }
 
     #[test]

@@ -26,6 +26,13 @@
 //!    registers that are not parameters, run, and decrement `depth` on
 //!    return, error or not.
 //!
+//! Install entries with the unsafe [`Vm::set_entry`]; [`offsets`] gives
+//! the byte offsets of `depth`, `max_depth`, `frames` and `entry_table`
+//! for generated code. Compiled code reports errors with [`Vm::fail`] and
+//! can leave the allocating, printing and parsing instructions to
+//! [`crate::interp::run_slow_op`]. Nothing ever unwinds (panics) across an
+//! entry.
+//!
 //! # The value stack and frames
 //!
 //! One [`region::Region`] of `(max_depth + 1) * max_frame_size` slots,
@@ -68,7 +75,9 @@ pub const STATUS_ERROR: u32 = 1;
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct FrameRecord {
+    /// Register 0 of the frame.
     pub base: *mut u64,
+    /// Index of the function running in it.
     pub func: u32,
 }
 
@@ -86,10 +95,13 @@ pub struct FnRuntime {
 }
 
 /// Buffered stdout: one buffer, written to the sink when it grows large,
-/// before an error message, and at exit.
+/// before an error message, and at exit; after every `print` too when
+/// `line_buffered` (a terminal is watching, as C's stdio does).
 pub struct Output<'m> {
     buf: Vec<u8>,
     sink: &'m mut (dyn Write + Send),
+    /// Write out after every `print`.
+    pub line_buffered: bool,
 }
 
 /// Flush the output buffer when it holds this much.
@@ -99,7 +111,7 @@ impl Output<'_> {
     /// Appends text; writes the buffer out if it is full.
     pub fn write(&mut self, text: &[u8]) -> Result<(), RuntimeError> {
         self.buf.extend_from_slice(text);
-        if self.buf.len() >= OUTPUT_CHUNK {
+        if self.buf.len() >= OUTPUT_CHUNK || self.line_buffered {
             self.flush()?;
         }
         Ok(())
@@ -134,8 +146,11 @@ pub struct Vm<'m> {
     pub entry_table: *mut EntryFn,
     /// Per-function data for the interpreter.
     pub funcs: Vec<FnRuntime>,
+    /// The program being run.
     pub module: &'m Module,
+    /// Strings and arrays.
     pub heap: Heap,
+    /// Buffered stdout.
     pub out: Output<'m>,
     /// The error that stopped the script, if any.
     pub error: Option<RuntimeError>,
@@ -234,6 +249,7 @@ impl<'m> Vm<'m> {
             out: Output {
                 buf: Vec::with_capacity(OUTPUT_CHUNK + 4096),
                 sink: stdout,
+                line_buffered: false,
             },
             error: None,
             trace: Vec::new(),
@@ -339,11 +355,26 @@ mod tests {
             let mut out = Output {
                 buf: Vec::new(),
                 sink: &mut sink,
+                line_buffered: false,
             };
             out.write(b"hi\n").unwrap();
             out.flush().unwrap();
         }
         assert_eq!(sink, b"hi\n");
+    }
+
+    #[test]
+    fn line_buffered_output_is_written_at_once() {
+        let mut sink: Vec<u8> = Vec::new();
+        let mut out = Output {
+            buf: Vec::new(),
+            sink: &mut sink,
+            line_buffered: true,
+        };
+        out.write(b"now\n").unwrap();
+        assert!(out.buf.is_empty());
+        drop(out);
+        assert_eq!(sink, b"now\n");
     }
 
     struct Broken;
@@ -362,6 +393,7 @@ mod tests {
         let mut out = Output {
             buf: Vec::new(),
             sink: &mut sink,
+            line_buffered: false,
         };
         out.write(b"x").unwrap();
         assert!(matches!(out.flush(), Err(RuntimeError::Output(_))));
