@@ -657,6 +657,11 @@ impl TierUp for Jit {
     fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn> {
         vm.funcs[func as usize].hotness = i32::MAX;
         self.options.threshold?;
+        // A function hot enough for OSR gets compiled whole too, so its
+        // later calls run the native code from their start.
+        if self.natives[func as usize].is_none() && !self.failed[func as usize] {
+            self.compile_functions(vm, &[func]);
+        }
         if let Some(&cached) = self.osr.get(&(func, pc)) {
             return cached;
         }
