@@ -137,8 +137,10 @@ pub struct Env<'a> {
 enum Slot {
     /// A scalar typed register in a variable of this type.
     Var(Variable, ir::Type),
-    /// A reference register: always in its frame slot.
-    Frame,
+    /// A reference register: in a variable, and written through to its
+    /// frame slot at every definition (the GC root invariant; objects never
+    /// move, so reads can use the variable).
+    Ref(Variable),
     /// A call-area slot: an `i64` variable of bits.
     Arg(Variable),
 }
@@ -199,7 +201,7 @@ impl Translator<'_, '_> {
         let f = self.f;
         for (r, ty) in f.reg_types.iter().enumerate() {
             let slot = if ty.is_ref() {
-                Slot::Frame
+                Slot::Ref(b.declare_var(types::I64))
             } else {
                 let cty = clif_type(ty);
                 Slot::Var(b.declare_var(cty), cty)
@@ -260,8 +262,7 @@ impl Translator<'_, '_> {
         for slot in self.slots.clone() {
             match slot {
                 Slot::Var(v, ty) => b.def_var(v, if ty == types::F64 { zero_f } else { zero_i }),
-                Slot::Arg(v) => b.def_var(v, zero_i),
-                Slot::Frame => {}
+                Slot::Arg(v) | Slot::Ref(v) => b.def_var(v, zero_i),
             }
         }
     }
@@ -311,13 +312,10 @@ impl Translator<'_, '_> {
         }
     }
 
-    /// OSR entry: every typed scalar register from its frame slot.
+    /// OSR entry: every typed register from its frame slot.
     fn load_all_registers(&mut self, b: &mut FunctionBuilder<'_>) {
-        for (r, slot) in self.slots.clone().into_iter().enumerate() {
-            if let Slot::Var(v, ty) = slot {
-                let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
-                b.def_var(v, value);
-            }
+        for r in 0..self.f.num_typed() {
+            self.reload(b, r);
         }
     }
 
@@ -344,10 +342,7 @@ impl Translator<'_, '_> {
     /// Reads register `r` in its natural representation.
     fn read(&self, b: &mut FunctionBuilder<'_>, r: Reg) -> Value {
         match self.slots[r as usize] {
-            Slot::Var(v, _) | Slot::Arg(v) => b.use_var(v),
-            Slot::Frame => b
-                .ins()
-                .load(types::I64, flags(), self.base, slot_offset(r as usize)),
+            Slot::Var(v, _) | Slot::Arg(v) | Slot::Ref(v) => b.use_var(v),
         }
     }
 
@@ -376,8 +371,9 @@ impl Translator<'_, '_> {
                 let value = convert(b, value, types::I64);
                 b.def_var(v, value);
             }
-            Slot::Frame => {
+            Slot::Ref(v) => {
                 let value = convert(b, value, types::I64);
+                b.def_var(v, value);
                 b.ins().store(flags(), value, self.base, slot_offset(r));
             }
         }
@@ -398,11 +394,10 @@ impl Translator<'_, '_> {
                 let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
                 b.def_var(v, value);
             }
-            Slot::Arg(v) => {
+            Slot::Arg(v) | Slot::Ref(v) => {
                 let value = b.ins().load(types::I64, flags(), self.base, slot_offset(r));
                 b.def_var(v, value);
             }
-            Slot::Frame => {}
         }
     }
 
