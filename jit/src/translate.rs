@@ -700,8 +700,12 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
-        let depth = b.ins().load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
-        let max = b.ins().load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
+        let depth = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+        let max = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
         let too_deep = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
         self.check_status(b, too_deep, |t, b| {
             let exceeded = t.helper(b, t.env.helpers.depth_exceeded);
