@@ -1165,4 +1165,56 @@ mod tests {
     fn instruction_is_one_word() {
         assert_eq!(std::mem::size_of::<Op>(), 8);
     }
+
+    fn tiny(code: Vec<Op>) -> Module {
+        let spans = vec![Span::new(1, 1); code.len()];
+        Module {
+            functions: vec![Function {
+                name: "<main>".into(),
+                params: vec![],
+                ret: None,
+                span: Span::new(1, 1),
+                reg_types: vec![Type::Int],
+                reg_names: vec![None],
+                ref_regs: vec![],
+                frame_size: 1,
+                consts: vec![],
+                code,
+                spans,
+            }],
+            ..Module::default()
+        }
+    }
+
+    #[test]
+    fn verify_accepts_good_code() {
+        assert_eq!(
+            verify(&tiny(vec![Op::LoadInt { dst: 0, imm: 1 }, Op::ReturnVoid])),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn verify_rejects_out_of_range_operands() {
+        let bad = [
+            vec![Op::Move { dst: 1, src: 0 }, Op::ReturnVoid],
+            vec![Op::Jmp { target: 9 }],
+            vec![Op::LoadConst { dst: 0, k: 0 }, Op::ReturnVoid],
+            vec![
+                Op::Call {
+                    func: 3,
+                    base: 0,
+                    dst: 0,
+                },
+                Op::ReturnVoid,
+            ],
+            vec![Op::Print { src: 0, ty: 0 }, Op::ReturnVoid],
+            vec![Op::LoadInt { dst: 0, imm: 1 }],
+            vec![],
+            vec![Op::Return { src: 0 }],
+        ];
+        for code in bad {
+            assert!(verify(&tiny(code.clone())).is_err(), "{code:?}");
+        }
+    }
 }

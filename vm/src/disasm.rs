@@ -127,3 +127,38 @@ fn operand(module: &Module, f: &Function, o: &Operand) -> String {
         Operand::Num(name, v) => format!("{name}={v}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver;
+
+    #[test]
+    fn listing_shows_header_source_lines_and_operands() {
+        let src = "fn fib(n: int) -> int {\n    if n < 2 { return n; }\n    return fib(n - 1) + fib(n - 2);\n}\nprint(fib(10) + 0);\nprint(\"hi\");\n";
+        let m = driver::load("t.toy", src.as_bytes()).unwrap();
+        let text = disassemble(&m);
+        let expected_fib = "\
+fn fib(n: int) -> int    [line 1]
+  registers: r0 n: int, r1: int, r2: int
+  call area: r3..r3
+
+     2 |     if n < 2 { return n; }
+       0  JmpIfNotLtIImm  r0(n), 2, ->2
+       1  Return          r0(n)
+     3 |     return fib(n - 1) + fib(n - 2);
+       2  AddIImm         r3, r0(n), -1
+       3  Call            r1, fib#0, r3
+       4  AddIImm         r3, r0(n), -2
+       5  Call            r2, fib#0, r3
+       6  AddI            r1, r1, r2
+       7  Return          r1
+";
+        assert!(text.starts_with(expected_fib), "{text}");
+        assert!(text.contains("fn <main>()    [line 1]"), "{text}");
+        assert!(text.contains("k0 = \"hi\""), "{text}");
+        assert!(text.contains("LoadConst       r"), "{text}");
+        assert!(text.contains("Print           r"), "{text}");
+        assert!(text.contains("type int"), "{text}");
+    }
+}

@@ -15,7 +15,7 @@ use std::io::Write;
 use crate::ast::Span;
 use crate::bytecode::{self, Module};
 use crate::diag::{self, Diagnostic};
-use crate::interp::interp_entry;
+use crate::interp;
 use crate::runtime::{self, STATUS_OK, Vm};
 use crate::{check, compile, parser};
 
@@ -114,10 +114,6 @@ pub fn run_with(
     stdout: &mut (dyn Write + Send),
     stderr: &mut (dyn Write + Send),
 ) -> i32 {
-    if let Err(e) = bytecode::verify(module) {
-        let _ = writeln!(stderr, "error: invalid bytecode: {e}");
-        return 1;
-    }
     let needed = options
         .max_depth
         .saturating_mul(NATIVE_BYTES_PER_CALL)
@@ -182,7 +178,7 @@ fn execute(
     stdout: &mut (dyn Write + Send),
     stderr: &mut (dyn Write + Send),
 ) -> i32 {
-    let mut vm = match Vm::new(module, args, options.max_depth.max(1), interp_entry, stdout) {
+    let mut vm = match Vm::new(module, args, options.max_depth, stdout) {
         Ok(vm) => vm,
         Err(msg) => {
             let _ = writeln!(stderr, "error: {msg}");
@@ -192,15 +188,7 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
-    let main = module.main;
-    let vm_ptr: *mut Vm<'_> = &mut *vm;
-    // SAFETY: the module passed `verify`; `stack_base` is the start of the
-    // value stack, sized for max_depth frames of the largest function, and
-    // `<main>` takes no arguments.
-    let status = unsafe {
-        let entry = (&(*vm_ptr).entries)[main as usize];
-        entry(vm_ptr, main, (*vm_ptr).stack_base)
-    };
+    let status = interp::run_main(&mut vm);
     let flushed = vm.out.flush();
     let (error, trace) = match (status, flushed) {
         (STATUS_OK, Ok(())) => return 0,

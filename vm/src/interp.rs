@@ -2,7 +2,7 @@
 //!
 //! [`interp_entry`] is the default [`EntryFn`] of every function. A Toy
 //! call is one native call: the `Call` instruction calls the callee's entry
-//! through [`Vm::entries`], and when that entry is `interp_entry` the
+//! through [`Vm::entry_table`], and when that entry is `interp_entry` the
 //! interpreter recurses natively (so native stack use grows with Toy call
 //! depth: see `driver` for how the stack is sized).
 //!
@@ -41,6 +41,22 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         let status = run(vm, func, base);
         (*vm).depth = depth - 1;
         status
+    }
+}
+
+/// Runs `<main>` of the VM's module through its entry; returns the status
+/// ([`STATUS_OK`], or `STATUS_ERROR` with the error in `vm.error` and the
+/// traceback in `vm.trace`).
+pub fn run_main(vm: &mut Vm<'_>) -> u32 {
+    let main = vm.module.main;
+    let vm: *mut Vm<'_> = vm;
+    // SAFETY: `Vm::new` verified the module; every entry follows the ABI
+    // (`set_entry` is unsafe for that reason); `stack_base` is register 0
+    // of a value stack sized for max_depth frames; `<main>` takes no
+    // arguments.
+    unsafe {
+        let entry = *(*vm).entry_table.add(main as usize);
+        entry(vm, main, (*vm).stack_base)
     }
 }
 
@@ -283,8 +299,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     base,
                     dst,
                 } => {
-                    let entries: &[EntryFn] = &(*vm).entries;
-                    let entry = *entries.get_unchecked(callee as usize);
+                    let entry = *(*vm).entry_table.add(callee as usize);
                     if entry(vm, callee as u32, regs.add(base as usize)) != STATUS_OK {
                         (*vm).trace.push(TraceEntry {
                             func,
@@ -485,5 +500,110 @@ unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize)
             _ => {}
         }
         STATUS_OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytecode::Module;
+    use crate::driver;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn module(src: &str) -> Module {
+        driver::load("t.toy", src.as_bytes()).expect("compiles")
+    }
+
+    const SRC: &str = "fn answer(x: int) -> int { return x + 1; }\nprint(answer(1) + answer(2));\n";
+
+    #[test]
+    fn the_interpreter_runs_main_through_the_entry_table() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(vm.depth, 0);
+        vm.out.flush().unwrap();
+        drop(vm);
+        assert_eq!(out, b"5\n");
+    }
+
+    /// Stands in for compiled code: returns 40 + its argument.
+    unsafe extern "C" fn native_answer(vm: *mut Vm<'_>, _func: u32, base: *mut u64) -> u32 {
+        // SAFETY: the ABI: `base[0]` holds the argument and takes the result.
+        unsafe {
+            if (*vm).depth >= (*vm).max_depth {
+                (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
+                return STATUS_ERROR;
+            }
+            *base = (*base as i64 + 40) as u64;
+        }
+        STATUS_OK
+    }
+
+    #[test]
+    fn a_replaced_entry_is_called_with_arguments_in_place() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: `native_answer` follows the ABI for `answer(int) -> int`.
+        assert!(unsafe { vm.set_entry(0, native_answer) });
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        vm.out.flush().unwrap();
+        drop(vm);
+        assert_eq!(out, b"83\n");
+    }
+
+    static TRAMPOLINE_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    /// A perf-style trampoline: counts, then runs the function in the
+    /// interpreter.
+    unsafe extern "C" fn counting_trampoline(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+        TRAMPOLINE_CALLS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged from our caller, which obeyed the ABI.
+        unsafe { interp_entry(vm, func, base) }
+    }
+
+    #[test]
+    fn trampolines_can_wrap_the_interpreter() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: the trampoline forwards to `interp_entry`.
+        unsafe { vm.set_entry(0, counting_trampoline) };
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(TRAMPOLINE_CALLS.load(Ordering::Relaxed), 2);
+    }
+
+    /// Fails like a runtime error raised in compiled code.
+    unsafe extern "C" fn failing(vm: *mut Vm<'_>, func: u32, _base: *mut u64) -> u32 {
+        // SAFETY: `vm` is valid per the ABI.
+        unsafe { (*vm).fail(RuntimeError::PopEmpty, func, 0) }
+    }
+
+    #[test]
+    fn errors_from_an_entry_unwind_with_a_traceback() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: `failing` reports an error the ABI way.
+        unsafe { vm.set_entry(0, failing) };
+        assert_eq!(run_main(&mut vm), STATUS_ERROR);
+        assert_eq!(vm.error, Some(RuntimeError::PopEmpty));
+        assert_eq!(
+            vm.trace,
+            vec![TraceEntry { func: 0, pc: 0 }, TraceEntry { func: 1, pc: 1 }]
+        );
+        assert_eq!(vm.depth, 0);
+    }
+
+    #[test]
+    fn set_entry_rejects_unknown_functions() {
+        let m = module(SRC);
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        // SAFETY: nothing is installed.
+        assert!(!unsafe { vm.set_entry(7, failing) });
+        assert!(vm.entry(7).is_none());
     }
 }

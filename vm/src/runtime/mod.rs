@@ -13,7 +13,7 @@
 //! entry (the call instruction) and returns `STATUS_ERROR` too, so the
 //! traceback is built while unwinding and costs nothing on the fast path.
 //!
-//! [`Vm::entries`] holds one entry per function, initially
+//! [`Vm::entry_table`] holds one entry per function, initially
 //! [`crate::interp::interp_entry`] for all. A JIT replaces an entry with
 //! compiled code (or, for perf, a per-function trampoline calling
 //! `interp_entry` with its function index), and calls other functions
@@ -124,8 +124,10 @@ pub struct Vm<'m> {
     pub frames: *mut FrameRecord,
     /// Register 0 of `<main>`.
     pub stack_base: *mut u64,
-    /// Entry point of every function, indexed like `module.functions`.
-    pub entries: Vec<EntryFn>,
+    /// Entry point of every function, indexed like `module.functions`
+    /// (points into `entries`; a raw pointer so JIT code can load from it
+    /// at a fixed offset). Change entries with [`Vm::set_entry`].
+    pub entry_table: *mut EntryFn,
     /// Per-function data for the interpreter.
     pub funcs: Vec<FnRuntime>,
     pub module: &'m Module,
@@ -141,21 +143,39 @@ pub struct Vm<'m> {
     pub start: Instant,
     /// Scratch text for `print` and `str`, reused to avoid allocations.
     pub scratch: String,
+    /// Owns the entry table; only accessed through `entry_table`.
+    entries: Box<[EntryFn]>,
     stack: Region<u64>,
     frame_records: Region<FrameRecord>,
 }
 
+/// Byte offsets of the VM fields that generated code reads or writes.
+pub mod offsets {
+    use super::Vm;
+    /// [`Vm::depth`] (`usize`).
+    pub const DEPTH: usize = std::mem::offset_of!(Vm<'static>, depth);
+    /// [`Vm::max_depth`] (`usize`).
+    pub const MAX_DEPTH: usize = std::mem::offset_of!(Vm<'static>, max_depth);
+    /// [`Vm::frames`] (`*mut FrameRecord`).
+    pub const FRAMES: usize = std::mem::offset_of!(Vm<'static>, frames);
+    /// [`Vm::entry_table`] (`*mut EntryFn`).
+    pub const ENTRY_TABLE: usize = std::mem::offset_of!(Vm<'static>, entry_table);
+}
+
 impl<'m> Vm<'m> {
-    /// Creates a VM for `module`, with every entry pointing at `entry`
-    /// (normally [`crate::interp::interp_entry`]). Fails with a message if
-    /// the stack for `max_depth` frames cannot be reserved.
+    /// Creates a VM for `module`, with every entry pointing at
+    /// [`crate::interp::interp_entry`]. Fails with a message if the module
+    /// does not pass [`crate::bytecode::verify`] or the stack for
+    /// `max_depth` frames (at least 1) cannot be reserved.
     pub fn new(
         module: &'m Module,
         args: Vec<String>,
         max_depth: usize,
-        entry: EntryFn,
         stdout: &'m mut (dyn Write + Send),
     ) -> Result<Box<Vm<'m>>, String> {
+        crate::bytecode::verify(module).map_err(|e| format!("invalid bytecode: {e}"))?;
+        let max_depth = max_depth.max(1);
+        let entry: EntryFn = crate::interp::interp_entry;
         let too_big = || format!("--max-depth {max_depth} is too large: cannot reserve the stack");
         let slots = max_depth
             .checked_add(1)
@@ -192,12 +212,14 @@ impl<'m> Vm<'m> {
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
+        let mut entries = vec![entry; module.functions.len()].into_boxed_slice();
         Ok(Box::new(Vm {
+            entry_table: entries.as_mut_ptr(),
+            entries,
             depth: 0,
             max_depth,
             frames: frame_records.as_ptr(),
             stack_base: stack.as_ptr(),
-            entries: vec![entry; module.functions.len()],
             funcs,
             module,
             heap,
@@ -213,6 +235,32 @@ impl<'m> Vm<'m> {
             stack,
             frame_records,
         }))
+    }
+
+    /// Makes calls of function `func` go to `entry` (the JIT installs
+    /// compiled code or trampolines this way). Returns false if there is no
+    /// such function.
+    ///
+    /// # Safety
+    /// `entry` must follow the entry ABI of the module docs for `func`
+    /// (depth check, frame record, ref registers, status, result in
+    /// `base[0]`) for as long as this VM runs.
+    pub unsafe fn set_entry(&mut self, func: u32, entry: EntryFn) -> bool {
+        if func as usize >= self.entries.len() {
+            return false;
+        }
+        // SAFETY: in bounds; all access to the table goes through
+        // `entry_table` (the box only owns it), so this write aliases
+        // nothing.
+        unsafe { *self.entry_table.add(func as usize) = entry };
+        true
+    }
+
+    /// The current entry of function `func`.
+    pub fn entry(&self, func: u32) -> Option<EntryFn> {
+        // SAFETY: in bounds, see `set_entry`.
+        ((func as usize) < self.entries.len())
+            .then(|| unsafe { *self.entry_table.add(func as usize) })
     }
 
     /// Records `error`, raised at instruction `pc` of `func`, and returns
