@@ -49,6 +49,16 @@ struct RunArgs {
           value_parser = clap::value_parser!(usize))]
     max_depth: usize,
 
+    /// Record a VMProf-style profile of the Toy call stack into FILE
+    /// (read it with `toyvm report FILE` or the PyPI `vmprof` tools).
+    #[arg(long, value_name = "FILE")]
+    vmprof: Option<PathBuf>,
+
+    /// CPU time between two --vmprof samples, in microseconds.
+    #[arg(long, value_name = "N", requires = "vmprof", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
+    vmprof_interval_us: u64,
+
     /// The script (`*.toy`).
     script: PathBuf,
 
@@ -72,8 +82,13 @@ fn main() -> ExitCode {
 
 fn run_script(run: RunArgs) -> Result<u8, ()> {
     let module = load(&run.script)?;
+    let vmprof = run.vmprof.map(|path| vm::vmprof::VmprofOptions {
+        path,
+        interval: std::time::Duration::from_micros(run.vmprof_interval_us),
+    });
     let options = vm::driver::Options {
         max_depth: run.max_depth,
+        vmprof,
         ..vm::driver::Options::default()
     };
     // The JIT tier is not built yet: `--jit-threshold` is accepted so scripts

@@ -17,6 +17,7 @@ use crate::bytecode::{self, Module};
 use crate::diag::{self, Diagnostic};
 use crate::interp;
 use crate::runtime::{self, STATUS_OK, Vm};
+use crate::vmprof::{Session, VmprofOptions};
 use crate::{check, compile, parser};
 
 /// Default `--max-depth`: frames that may be active at once.
@@ -46,6 +47,9 @@ pub struct Options {
     /// Collect garbage at every allocation: slow, but any object the root
     /// maps forget is freed at once (for testing the VM).
     pub gc_stress: bool,
+    /// Record a VMProf-style profile of the Toy call stack (see
+    /// [`crate::vmprof`]).
+    pub vmprof: Option<VmprofOptions>,
 }
 
 impl Default for Options {
@@ -53,6 +57,7 @@ impl Default for Options {
         Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
+            vmprof: None,
         }
     }
 }
@@ -188,7 +193,16 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
+    let profile = options
+        .vmprof
+        .as_ref()
+        .and_then(|vmprof| start_profile(&mut vm, vmprof, stderr).map(|session| (session, vmprof)));
     let status = interp::run_main(&mut vm);
+    // Completes the profile before anything else is reported, also after a
+    // runtime error (and, through `Session`'s drop, on a panic).
+    if let Some((session, vmprof)) = profile {
+        finish_profile(session, vmprof, stderr);
+    }
     let flushed = vm.out.flush();
     let (error, trace) = match (status, flushed) {
         (STATUS_OK, Ok(())) => return 0,
@@ -205,4 +219,39 @@ fn execute(
     let _ = stderr.write_all(text.as_bytes());
     let _ = stderr.flush();
     1
+}
+
+/// Starts profiling `vm`; if that fails, says why in one line and lets the
+/// script run unprofiled.
+fn start_profile(
+    vm: &mut Vm<'_>,
+    options: &VmprofOptions,
+    stderr: &mut (dyn Write + Send),
+) -> Option<Session> {
+    match Session::start(vm, options) {
+        Ok(session) => Some(session),
+        Err(error) => {
+            let why = match &error {
+                perfsupport::vmprof::VmprofError::Io { source, .. } => source.to_string(),
+                other => other.to_string(),
+            };
+            let _ = writeln!(
+                stderr,
+                "warning: cannot write the profile '{}': {why}; running without --vmprof",
+                options.path.display()
+            );
+            None
+        }
+    }
+}
+
+/// Stops the profiler; reports a profile that could not be completed.
+fn finish_profile(session: Session, options: &VmprofOptions, stderr: &mut (dyn Write + Send)) {
+    if let Err(error) = session.finish() {
+        let _ = writeln!(
+            stderr,
+            "warning: the profile '{}' is incomplete: {error}",
+            options.path.display()
+        );
+    }
 }

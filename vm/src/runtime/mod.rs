@@ -145,6 +145,9 @@ pub struct Vm<'m> {
     pub scratch: String,
     /// Owns the entry table; only accessed through `entry_table`.
     entries: Box<[EntryFn]>,
+    /// The profiling wrapper's table while a [`crate::vmprof::Session`]
+    /// runs (see [`Vm::vmprof_code_id`]).
+    pub(crate) vmprof: Option<Box<crate::vmprof::ProfiledEntries>>,
     stack: Region<u64>,
     frame_records: Region<FrameRecord>,
 }
@@ -234,6 +237,7 @@ impl<'m> Vm<'m> {
             scratch: String::new(),
             stack,
             frame_records,
+            vmprof: None,
         }))
     }
 
