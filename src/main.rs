@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod report;
+
 /// toyvm: a small typed language with a bytecode interpreter, built to teach
 /// JIT profiling.
 #[derive(Parser)]
@@ -31,6 +33,9 @@ enum Command {
         /// The script (`*.toy`).
         script: PathBuf,
     },
+    /// Show a profile written by `run --vmprof`: call tree and flat
+    /// profile, collapsed stacks, or a flame graph.
+    Report(report::ReportArgs),
 }
 
 #[derive(Args)]
@@ -76,6 +81,7 @@ fn main() -> ExitCode {
             print!("{}", vm::disasm::disassemble(&module));
             0
         }),
+        Command::Report(args) => report::run(args),
     };
     ExitCode::from(status.unwrap_or(1))
 }
