@@ -20,8 +20,15 @@ use std::path::{Path, PathBuf};
 use common::{ToyRun, repo_root, toyvm};
 
 /// The tiers every program runs in: the flags given to `toyvm run`.
-/// The JIT issue adds the default tier and `--jit-threshold 0` here.
-const TIERS: &[&[&str]] = &[&["--no-jit"]];
+/// The interpreter, the default tier (tier-up at the default threshold),
+/// everything compiled before it runs, and a tiny threshold that mixes
+/// interpreted and compiled frames and enters loops through OSR.
+const TIERS: &[&[&str]] = &[
+    &["--no-jit"],
+    &[],
+    &["--jit-threshold", "0"],
+    &["--jit-threshold", "2"],
+];
 
 /// What a program's comments say it must do.
 #[derive(Debug, Default)]

@@ -1,5 +1,5 @@
 //! A minimal runner for the interpreter, for benchmarks and debugging
-//! before the real CLI exists: `toyrun [--max-depth N] [--dis] SCRIPT [ARGS...]`.
+//! before the real CLI exists: `toyrun [--max-depth N] [--gc-stress] [--dis] SCRIPT [ARGS...]`.
 
 use std::process::ExitCode;
 
@@ -11,6 +11,10 @@ fn main() -> ExitCode {
     let mut dis = false;
     loop {
         match args.first().map(String::as_str) {
+            Some("--gc-stress") => {
+                options.gc_stress = true;
+                args.remove(0);
+            }
             Some("--dis") => {
                 dis = true;
                 args.remove(0);
@@ -29,7 +33,7 @@ fn main() -> ExitCode {
         }
     }
     if args.is_empty() {
-        eprintln!("usage: toyrun [--max-depth N] [--dis] SCRIPT [ARGS...]");
+        eprintln!("usage: toyrun [--max-depth N] [--gc-stress] [--dis] SCRIPT [ARGS...]");
         return ExitCode::from(2);
     }
     let path = args.remove(0);

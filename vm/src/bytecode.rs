@@ -51,430 +51,190 @@ pub const MAX_REGS: usize = 256;
 /// One bytecode instruction. Field names: `dst` is written, `a`/`b`/`src`
 /// are read, `imm` is an immediate, `k` a constant-pool index, `target` an
 /// instruction index in the same function.
+// One line per instruction reads best; keep rustfmt from splitting them.
+#[rustfmt::skip]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
     // --- moves and constants ---
     /// `dst = src` (any type).
-    Move {
-        dst: Reg,
-        src: Reg,
-    },
+    Move { dst: Reg, src: Reg },
     /// `dst = imm` (int or bool).
-    LoadInt {
-        dst: Reg,
-        imm: i32,
-    },
+    LoadInt { dst: Reg, imm: i32 },
     /// `dst = consts[k]` (an int or float that does not fit `LoadInt`, or a
     /// string literal).
-    LoadConst {
-        dst: Reg,
-        k: u16,
-    },
+    LoadConst { dst: Reg, k: u16 },
 
     // --- int arithmetic (wrapping) ---
-    AddI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    SubI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    MulI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    /// `dst = a + b` (wrapping).
+    AddI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a - b` (wrapping).
+    SubI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a * b` (wrapping).
+    MulI { dst: Reg, a: Reg, b: Reg },
     /// Truncating division; error on zero; `i64::MIN / -1` wraps.
-    DivI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    DivI { dst: Reg, a: Reg, b: Reg },
     /// Truncating remainder; error on zero; `i64::MIN % -1` is 0.
-    RemI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    AndI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    OrI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    XorI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    RemI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a & b`.
+    AndI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a | b`.
+    OrI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a ^ b`.
+    XorI { dst: Reg, a: Reg, b: Reg },
     /// `a << (b mod 64)`.
-    ShlI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    ShlI { dst: Reg, a: Reg, b: Reg },
     /// `a >> (b mod 64)`, arithmetic.
-    ShrI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    NegI {
-        dst: Reg,
-        src: Reg,
-    },
+    ShrI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = -src` (wrapping).
+    NegI { dst: Reg, src: Reg },
     /// `dst = a + imm` (also subtraction of a constant).
-    AddIImm {
-        dst: Reg,
-        a: Reg,
-        imm: i32,
-    },
-    MulIImm {
-        dst: Reg,
-        a: Reg,
-        imm: i32,
-    },
+    AddIImm { dst: Reg, a: Reg, imm: i32 },
+    /// `dst = a * imm` (wrapping).
+    MulIImm { dst: Reg, a: Reg, imm: i32 },
     /// `dst = a / imm`, `imm` never 0 (the compiler keeps `/ 0` as `DivI`).
-    DivIImm {
-        dst: Reg,
-        a: Reg,
-        imm: i32,
-    },
+    DivIImm { dst: Reg, a: Reg, imm: i32 },
     /// `dst = a % imm`, `imm` never 0.
-    RemIImm {
-        dst: Reg,
-        a: Reg,
-        imm: i32,
-    },
+    RemIImm { dst: Reg, a: Reg, imm: i32 },
 
     // --- float arithmetic (IEEE) ---
-    AddF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    SubF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    MulF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    DivF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    /// `dst = a + b`.
+    AddF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a - b`.
+    SubF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a * b`.
+    MulF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a / b` (IEEE: `x / 0.0` is ±inf or NaN).
+    DivF { dst: Reg, a: Reg, b: Reg },
     /// Truncated remainder, like Rust's `%`.
-    RemF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    NegF {
-        dst: Reg,
-        src: Reg,
-    },
+    RemF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = -src`.
+    NegF { dst: Reg, src: Reg },
 
     // --- comparisons producing a bool (0/1); `>` and `>=` swap operands ---
-    EqI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    NeI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    LtI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    LeI {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    EqF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    NeF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    LtF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    LeF {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    EqS {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    NeS {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    /// `dst = a == b` (ints or bools).
+    EqI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a != b` (ints or bools).
+    NeI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a < b`.
+    LtI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a <= b`.
+    LeI { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a == b` (false for NaN).
+    EqF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a != b` (true for NaN).
+    NeF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a < b`.
+    LtF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a <= b`.
+    LeF { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a == b`, by contents.
+    EqS { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a != b`, by contents.
+    NeS { dst: Reg, a: Reg, b: Reg },
     /// Byte-wise string order.
-    LtS {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
-    LeS {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    LtS { dst: Reg, a: Reg, b: Reg },
+    /// `dst = a <= b`, byte-wise.
+    LeS { dst: Reg, a: Reg, b: Reg },
     /// Boolean not.
-    Not {
-        dst: Reg,
-        src: Reg,
-    },
+    Not { dst: Reg, src: Reg },
 
     // --- control flow ---
-    Jmp {
-        target: u32,
-    },
+    /// Jump to `target`.
+    Jmp { target: u32 },
     /// Jump when the bool in `a` is true.
-    JmpIf {
-        a: Reg,
-        target: u32,
-    },
+    JmpIf { a: Reg, target: u32 },
     /// Jump when the bool in `a` is false.
-    JmpIfNot {
-        a: Reg,
-        target: u32,
-    },
+    JmpIfNot { a: Reg, target: u32 },
     /// Fused compare-and-branch: jump unless `a < b` (ints).
-    JmpIfNotLtI {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
-    JmpIfNotLeI {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
-    JmpIfNotEqI {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
-    JmpIfNotNeI {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
+    JmpIfNotLtI { a: Reg, b: Reg, target: u32 },
+    /// Jump unless `a <= b` (ints).
+    JmpIfNotLeI { a: Reg, b: Reg, target: u32 },
+    /// Jump unless `a == b` (ints or bools).
+    JmpIfNotEqI { a: Reg, b: Reg, target: u32 },
+    /// Jump unless `a != b` (ints or bools).
+    JmpIfNotNeI { a: Reg, b: Reg, target: u32 },
     /// Jump unless `a < imm`.
-    JmpIfNotLtIImm {
-        a: Reg,
-        imm: i16,
-        target: u32,
-    },
-    JmpIfNotLeIImm {
-        a: Reg,
-        imm: i16,
-        target: u32,
-    },
-    JmpIfNotGtIImm {
-        a: Reg,
-        imm: i16,
-        target: u32,
-    },
-    JmpIfNotGeIImm {
-        a: Reg,
-        imm: i16,
-        target: u32,
-    },
-    JmpIfNotEqIImm {
-        a: Reg,
-        imm: i16,
-        target: u32,
-    },
-    JmpIfNotNeIImm {
-        a: Reg,
-        imm: i16,
-        target: u32,
-    },
+    JmpIfNotLtIImm { a: Reg, imm: i16, target: u32 },
+    /// Jump unless `a <= imm`.
+    JmpIfNotLeIImm { a: Reg, imm: i16, target: u32 },
+    /// Jump unless `a > imm`.
+    JmpIfNotGtIImm { a: Reg, imm: i16, target: u32 },
+    /// Jump unless `a >= imm`.
+    JmpIfNotGeIImm { a: Reg, imm: i16, target: u32 },
+    /// Jump unless `a == imm`.
+    JmpIfNotEqIImm { a: Reg, imm: i16, target: u32 },
+    /// Jump unless `a != imm`.
+    JmpIfNotNeIImm { a: Reg, imm: i16, target: u32 },
     /// Jump unless `a < b` (floats; NaN compares false, so it jumps).
-    JmpIfNotLtF {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
+    JmpIfNotLtF { a: Reg, b: Reg, target: u32 },
     /// Jump when `a < b` (floats; NaN compares false: no jump).
-    JmpIfLtF {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
-    JmpIfLeF {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
-    JmpIfNotLeF {
-        a: Reg,
-        b: Reg,
-        target: u32,
-    },
+    JmpIfLtF { a: Reg, b: Reg, target: u32 },
+    /// Jump when `a <= b` (floats; NaN does not jump).
+    JmpIfLeF { a: Reg, b: Reg, target: u32 },
+    /// Jump unless `a <= b` (floats; NaN jumps).
+    JmpIfNotLeF { a: Reg, b: Reg, target: u32 },
     /// `for` loop entry: jump to `target` (the loop exit) unless
     /// `counter < end`.
-    ForPrep {
-        counter: Reg,
-        end: Reg,
-        target: u32,
-    },
+    ForPrep { counter: Reg, end: Reg, target: u32 },
     /// `for` loop back edge: `counter += 1`; jump to `target` (the body)
     /// while `counter < end`. Cannot overflow: `counter < end` held before.
-    ForLoop {
-        counter: Reg,
-        end: Reg,
-        target: u32,
-    },
+    ForLoop { counter: Reg, end: Reg, target: u32 },
 
     // --- calls ---
     /// Call function `func` with its window starting at register `base`
     /// (the arguments are already there), then copy the result (left by
     /// the callee in `base`) to `dst`; `dst == base` for void calls.
-    Call {
-        func: u16,
-        base: Reg,
-        dst: Reg,
-    },
+    Call { func: u16, base: Reg, dst: Reg },
     /// Return the value in `src`.
-    Return {
-        src: Reg,
-    },
+    Return { src: Reg },
     /// Return from a function without a value.
     ReturnVoid,
 
     // --- strings ---
     /// `dst = a + b` (new string).
-    Concat {
-        dst: Reg,
-        a: Reg,
-        b: Reg,
-    },
+    Concat { dst: Reg, a: Reg, b: Reg },
     /// Byte length of a string.
-    LenS {
-        dst: Reg,
-        src: Reg,
-    },
+    LenS { dst: Reg, src: Reg },
 
     // --- arrays (elements are 64-bit slots, like registers) ---
     /// `dst = []` with room for `cap` elements; `refs` says whether the
     /// elements are heap references (for the collector).
-    NewArray {
-        dst: Reg,
-        refs: bool,
-        cap: u16,
-    },
+    NewArray { dst: Reg, refs: bool, cap: u16 },
     /// `dst = [val; count]`. `depth` 0: copy the bits of `val` (a scalar or
     /// a shared immutable string); `depth` d > 0: `val` is an array nested
     /// d deep, deep-copied for every element so rows are independent.
     /// `refs`: the new array's elements are references.
-    RepeatArray {
-        dst: Reg,
-        val: Reg,
-        count: Reg,
-        depth: u8,
-        refs: bool,
-    },
+    RepeatArray { dst: Reg, val: Reg, count: Reg, depth: u8, refs: bool },
     /// `dst = arr[idx]` (error when out of range).
-    GetElem {
-        dst: Reg,
-        arr: Reg,
-        idx: Reg,
-    },
+    GetElem { dst: Reg, arr: Reg, idx: Reg },
     /// `arr[idx] = val` (error when out of range).
-    SetElem {
-        arr: Reg,
-        idx: Reg,
-        val: Reg,
-    },
+    SetElem { arr: Reg, idx: Reg, val: Reg },
     /// Number of elements.
-    LenA {
-        dst: Reg,
-        src: Reg,
-    },
+    LenA { dst: Reg, src: Reg },
     /// Append `val` to `arr`.
-    Push {
-        arr: Reg,
-        val: Reg,
-    },
+    Push { arr: Reg, val: Reg },
     /// Remove and return the last element (error when empty).
-    Pop {
-        dst: Reg,
-        arr: Reg,
-    },
+    Pop { dst: Reg, arr: Reg },
 
     // --- other builtins ---
     /// `print(x)`: `ty` indexes [`Module::types`] (the type of `src`).
-    Print {
-        src: Reg,
-        ty: u16,
-    },
+    Print { src: Reg, ty: u16 },
     /// `float(int)`.
-    IntToFloat {
-        dst: Reg,
-        src: Reg,
-    },
+    IntToFloat { dst: Reg, src: Reg },
     /// `int(float)`: Rust's `as` (truncate, saturate, NaN → 0).
-    FloatToInt {
-        dst: Reg,
-        src: Reg,
-    },
+    FloatToInt { dst: Reg, src: Reg },
     /// `str(x)` for a scalar: `ty` indexes [`Module::types`].
-    ToStr {
-        dst: Reg,
-        src: Reg,
-        ty: u16,
-    },
-    Sqrt {
-        dst: Reg,
-        src: Reg,
-    },
+    ToStr { dst: Reg, src: Reg, ty: u16 },
+    /// `dst = sqrt(src)`.
+    Sqrt { dst: Reg, src: Reg },
     /// Monotonic seconds since the VM started.
-    Clock {
-        dst: Reg,
-    },
+    Clock { dst: Reg },
     /// A new `[str]` holding the script arguments.
-    Args {
-        dst: Reg,
-    },
-    ParseInt {
-        dst: Reg,
-        src: Reg,
-    },
-    ParseFloat {
-        dst: Reg,
-        src: Reg,
-    },
+    Args { dst: Reg },
+    /// `dst = parse_int(src)` (error on malformed text).
+    ParseInt { dst: Reg, src: Reg },
+    /// `dst = parse_float(src)` (error on malformed text).
+    ParseFloat { dst: Reg, src: Reg },
 }
 
 /// One operand of an instruction, for the disassembler and the verifier.
@@ -482,6 +242,7 @@ pub enum Op {
 pub enum Operand {
     /// A register, with the field's name (`dst`, `a`, ...).
     Reg(&'static str, Reg),
+    /// An immediate integer.
     Imm(i64),
     /// A constant-pool index.
     Const(u16),
@@ -498,530 +259,90 @@ pub enum Operand {
 }
 
 impl Op {
-    /// The opcode's name and its operands in field order.
+    /// The opcode's name and its operands in field order (`Call` lists
+    /// `dst` first, like every instruction that writes a register).
+    // One line per instruction, like the enum.
+    #[rustfmt::skip]
     pub fn describe(&self) -> (&'static str, Vec<Operand>) {
+        use Operand::*;
         match *self {
-            Op::Move { dst, src } => (
-                "Move",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::LoadInt { dst, imm } => (
-                "LoadInt",
-                vec![Operand::Reg("dst", dst), Operand::Imm(imm as i64)],
-            ),
-            Op::LoadConst { dst, k } => (
-                "LoadConst",
-                vec![Operand::Reg("dst", dst), Operand::Const(k)],
-            ),
-            Op::AddI { dst, a, b } => (
-                "AddI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::SubI { dst, a, b } => (
-                "SubI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::MulI { dst, a, b } => (
-                "MulI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::DivI { dst, a, b } => (
-                "DivI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::RemI { dst, a, b } => (
-                "RemI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::AndI { dst, a, b } => (
-                "AndI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::OrI { dst, a, b } => (
-                "OrI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::XorI { dst, a, b } => (
-                "XorI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::ShlI { dst, a, b } => (
-                "ShlI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::ShrI { dst, a, b } => (
-                "ShrI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NegI { dst, src } => (
-                "NegI",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::AddIImm { dst, a, imm } => (
-                "AddIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::MulIImm { dst, a, imm } => (
-                "MulIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::DivIImm { dst, a, imm } => (
-                "DivIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::RemIImm { dst, a, imm } => (
-                "RemIImm",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                ],
-            ),
-            Op::AddF { dst, a, b } => (
-                "AddF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::SubF { dst, a, b } => (
-                "SubF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::MulF { dst, a, b } => (
-                "MulF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::DivF { dst, a, b } => (
-                "DivF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::RemF { dst, a, b } => (
-                "RemF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NegF { dst, src } => (
-                "NegF",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::EqI { dst, a, b } => (
-                "EqI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NeI { dst, a, b } => (
-                "NeI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LtI { dst, a, b } => (
-                "LtI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LeI { dst, a, b } => (
-                "LeI",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::EqF { dst, a, b } => (
-                "EqF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NeF { dst, a, b } => (
-                "NeF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LtF { dst, a, b } => (
-                "LtF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LeF { dst, a, b } => (
-                "LeF",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::EqS { dst, a, b } => (
-                "EqS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::NeS { dst, a, b } => (
-                "NeS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LtS { dst, a, b } => (
-                "LtS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LeS { dst, a, b } => (
-                "LeS",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::Not { dst, src } => (
-                "Not",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::Jmp { target } => ("Jmp", vec![Operand::Target(target)]),
-            Op::JmpIf { a, target } => {
-                ("JmpIf", vec![Operand::Reg("a", a), Operand::Target(target)])
-            }
-            Op::JmpIfNot { a, target } => (
-                "JmpIfNot",
-                vec![Operand::Reg("a", a), Operand::Target(target)],
-            ),
-            Op::JmpIfNotLtI { a, b, target } => (
-                "JmpIfNotLtI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLeI { a, b, target } => (
-                "JmpIfNotLeI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotEqI { a, b, target } => (
-                "JmpIfNotEqI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotNeI { a, b, target } => (
-                "JmpIfNotNeI",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLtIImm { a, imm, target } => (
-                "JmpIfNotLtIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLeIImm { a, imm, target } => (
-                "JmpIfNotLeIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotGtIImm { a, imm, target } => (
-                "JmpIfNotGtIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotGeIImm { a, imm, target } => (
-                "JmpIfNotGeIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotEqIImm { a, imm, target } => (
-                "JmpIfNotEqIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotNeIImm { a, imm, target } => (
-                "JmpIfNotNeIImm",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Imm(imm as i64),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLtF { a, b, target } => (
-                "JmpIfNotLtF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfLtF { a, b, target } => (
-                "JmpIfLtF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfLeF { a, b, target } => (
-                "JmpIfLeF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::JmpIfNotLeF { a, b, target } => (
-                "JmpIfNotLeF",
-                vec![
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::ForPrep {
-                counter,
-                end,
-                target,
-            } => (
-                "ForPrep",
-                vec![
-                    Operand::Reg("counter", counter),
-                    Operand::Reg("end", end),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::ForLoop {
-                counter,
-                end,
-                target,
-            } => (
-                "ForLoop",
-                vec![
-                    Operand::Reg("counter", counter),
-                    Operand::Reg("end", end),
-                    Operand::Target(target),
-                ],
-            ),
-            Op::Call { func, base, dst } => (
-                "Call",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Func(func),
-                    Operand::Reg("base", base),
-                ],
-            ),
-            Op::Return { src } => ("Return", vec![Operand::Reg("src", src)]),
+            Op::Move { dst, src } => ("Move", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::LoadInt { dst, imm } => ("LoadInt", vec![Reg("dst", dst), Imm(imm as i64)]),
+            Op::LoadConst { dst, k } => ("LoadConst", vec![Reg("dst", dst), Const(k)]),
+            Op::AddI { dst, a, b } => ("AddI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::SubI { dst, a, b } => ("SubI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::MulI { dst, a, b } => ("MulI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::DivI { dst, a, b } => ("DivI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::RemI { dst, a, b } => ("RemI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::AndI { dst, a, b } => ("AndI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::OrI { dst, a, b } => ("OrI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::XorI { dst, a, b } => ("XorI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::ShlI { dst, a, b } => ("ShlI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::ShrI { dst, a, b } => ("ShrI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NegI { dst, src } => ("NegI", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::AddIImm { dst, a, imm } => ("AddIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::MulIImm { dst, a, imm } => ("MulIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::DivIImm { dst, a, imm } => ("DivIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::RemIImm { dst, a, imm } => ("RemIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
+            Op::AddF { dst, a, b } => ("AddF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::SubF { dst, a, b } => ("SubF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::MulF { dst, a, b } => ("MulF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::DivF { dst, a, b } => ("DivF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::RemF { dst, a, b } => ("RemF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NegF { dst, src } => ("NegF", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::EqI { dst, a, b } => ("EqI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NeI { dst, a, b } => ("NeI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LtI { dst, a, b } => ("LtI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LeI { dst, a, b } => ("LeI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::EqF { dst, a, b } => ("EqF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NeF { dst, a, b } => ("NeF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LtF { dst, a, b } => ("LtF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LeF { dst, a, b } => ("LeF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::EqS { dst, a, b } => ("EqS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::NeS { dst, a, b } => ("NeS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LtS { dst, a, b } => ("LtS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LeS { dst, a, b } => ("LeS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::Not { dst, src } => ("Not", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::Jmp { target } => ("Jmp", vec![Target(target)]),
+            Op::JmpIf { a, target } => ("JmpIf", vec![Reg("a", a), Target(target)]),
+            Op::JmpIfNot { a, target } => ("JmpIfNot", vec![Reg("a", a), Target(target)]),
+            Op::JmpIfNotLtI { a, b, target } => ("JmpIfNotLtI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotLeI { a, b, target } => ("JmpIfNotLeI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotEqI { a, b, target } => ("JmpIfNotEqI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotNeI { a, b, target } => ("JmpIfNotNeI", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotLtIImm { a, imm, target } => ("JmpIfNotLtIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotLeIImm { a, imm, target } => ("JmpIfNotLeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotGtIImm { a, imm, target } => ("JmpIfNotGtIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotGeIImm { a, imm, target } => ("JmpIfNotGeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotEqIImm { a, imm, target } => ("JmpIfNotEqIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotNeIImm { a, imm, target } => ("JmpIfNotNeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
+            Op::JmpIfNotLtF { a, b, target } => ("JmpIfNotLtF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfLtF { a, b, target } => ("JmpIfLtF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfLeF { a, b, target } => ("JmpIfLeF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::JmpIfNotLeF { a, b, target } => ("JmpIfNotLeF", vec![Reg("a", a), Reg("b", b), Target(target)]),
+            Op::ForPrep { counter, end, target } => ("ForPrep", vec![Reg("counter", counter), Reg("end", end), Target(target)]),
+            Op::ForLoop { counter, end, target } => ("ForLoop", vec![Reg("counter", counter), Reg("end", end), Target(target)]),
+            Op::Call { func, base, dst } => ("Call", vec![Reg("dst", dst), Func(func), Reg("base", base)]),
+            Op::Return { src } => ("Return", vec![Reg("src", src)]),
             Op::ReturnVoid => ("ReturnVoid", vec![]),
-            Op::Concat { dst, a, b } => (
-                "Concat",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("a", a),
-                    Operand::Reg("b", b),
-                ],
-            ),
-            Op::LenS { dst, src } => (
-                "LenS",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::NewArray { dst, refs, cap } => (
-                "NewArray",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Flag("refs", refs),
-                    Operand::Num("cap", cap as u32),
-                ],
-            ),
-            Op::RepeatArray {
-                dst,
-                val,
-                count,
-                depth,
-                refs,
-            } => (
-                "RepeatArray",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("val", val),
-                    Operand::Reg("count", count),
-                    Operand::Num("depth", depth as u32),
-                    Operand::Flag("refs", refs),
-                ],
-            ),
-            Op::GetElem { dst, arr, idx } => (
-                "GetElem",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("arr", arr),
-                    Operand::Reg("idx", idx),
-                ],
-            ),
-            Op::SetElem { arr, idx, val } => (
-                "SetElem",
-                vec![
-                    Operand::Reg("arr", arr),
-                    Operand::Reg("idx", idx),
-                    Operand::Reg("val", val),
-                ],
-            ),
-            Op::LenA { dst, src } => (
-                "LenA",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::Push { arr, val } => (
-                "Push",
-                vec![Operand::Reg("arr", arr), Operand::Reg("val", val)],
-            ),
-            Op::Pop { dst, arr } => (
-                "Pop",
-                vec![Operand::Reg("dst", dst), Operand::Reg("arr", arr)],
-            ),
-            Op::Print { src, ty } => ("Print", vec![Operand::Reg("src", src), Operand::Type(ty)]),
-            Op::IntToFloat { dst, src } => (
-                "IntToFloat",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::FloatToInt { dst, src } => (
-                "FloatToInt",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::ToStr { dst, src, ty } => (
-                "ToStr",
-                vec![
-                    Operand::Reg("dst", dst),
-                    Operand::Reg("src", src),
-                    Operand::Type(ty),
-                ],
-            ),
-            Op::Sqrt { dst, src } => (
-                "Sqrt",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::Clock { dst } => ("Clock", vec![Operand::Reg("dst", dst)]),
-            Op::Args { dst } => ("Args", vec![Operand::Reg("dst", dst)]),
-            Op::ParseInt { dst, src } => (
-                "ParseInt",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
-            Op::ParseFloat { dst, src } => (
-                "ParseFloat",
-                vec![Operand::Reg("dst", dst), Operand::Reg("src", src)],
-            ),
+            Op::Concat { dst, a, b } => ("Concat", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
+            Op::LenS { dst, src } => ("LenS", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::NewArray { dst, refs, cap } => ("NewArray", vec![Reg("dst", dst), Flag("refs", refs), Num("cap", cap as u32)]),
+            Op::RepeatArray { dst, val, count, depth, refs } => ("RepeatArray", vec![Reg("dst", dst), Reg("val", val), Reg("count", count), Num("depth", depth as u32), Flag("refs", refs)]),
+            Op::GetElem { dst, arr, idx } => ("GetElem", vec![Reg("dst", dst), Reg("arr", arr), Reg("idx", idx)]),
+            Op::SetElem { arr, idx, val } => ("SetElem", vec![Reg("arr", arr), Reg("idx", idx), Reg("val", val)]),
+            Op::LenA { dst, src } => ("LenA", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::Push { arr, val } => ("Push", vec![Reg("arr", arr), Reg("val", val)]),
+            Op::Pop { dst, arr } => ("Pop", vec![Reg("dst", dst), Reg("arr", arr)]),
+            Op::Print { src, ty } => ("Print", vec![Reg("src", src), Type(ty)]),
+            Op::IntToFloat { dst, src } => ("IntToFloat", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::FloatToInt { dst, src } => ("FloatToInt", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::ToStr { dst, src, ty } => ("ToStr", vec![Reg("dst", dst), Reg("src", src), Type(ty)]),
+            Op::Sqrt { dst, src } => ("Sqrt", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::Clock { dst } => ("Clock", vec![Reg("dst", dst)]),
+            Op::Args { dst } => ("Args", vec![Reg("dst", dst)]),
+            Op::ParseInt { dst, src } => ("ParseInt", vec![Reg("dst", dst), Reg("src", src)]),
+            Op::ParseFloat { dst, src } => ("ParseFloat", vec![Reg("dst", dst), Reg("src", src)]),
         }
     }
 }
@@ -1033,7 +354,9 @@ const _: () = assert!(std::mem::size_of::<Op>() <= 8);
 /// VM is created (see [`crate::runtime::Vm`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Const {
+    /// An int too large for [`Op::LoadInt`].
     Int(i64),
+    /// A float.
     Float(f64),
     /// Index into [`Module::strings`].
     Str(u32),
@@ -1060,6 +383,7 @@ pub struct Function {
     pub frame_size: u32,
     /// The constant pool.
     pub consts: Vec<Const>,
+    /// The instructions; execution starts at index 0.
     pub code: Vec<Op>,
     /// Source position of each instruction in `code`.
     pub spans: Vec<Span>,

@@ -39,8 +39,13 @@ const MAX_MAIN_STACK: usize = 64 << 20;
 /// Stack of the thread that parses and checks (deep trees recurse).
 const FRONT_END_STACK: usize = 512 << 20;
 
+/// Makes the JIT for one run (called on the thread that runs the script,
+/// after the VM exists; see [`crate::runtime::tier`]).
+pub type TierUpFactory =
+    std::sync::Arc<dyn Fn() -> Box<dyn crate::runtime::tier::TierUp> + Send + Sync>;
+
 /// How to run a script.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Options {
     /// Most Toy frames active at once (`<main>` counts as one).
     pub max_depth: usize,
@@ -50,6 +55,19 @@ pub struct Options {
     /// Record a VMProf-style profile of the Toy call stack (see
     /// [`crate::vmprof`]).
     pub vmprof: Option<VmprofOptions>,
+    /// The JIT to run with; `None` interprets everything.
+    pub tier_up: Option<TierUpFactory>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("max_depth", &self.max_depth)
+            .field("gc_stress", &self.gc_stress)
+            .field("tier_up", &self.tier_up.is_some())
+            .field("vmprof", &self.vmprof)
+            .finish()
+    }
 }
 
 impl Default for Options {
@@ -58,6 +76,7 @@ impl Default for Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
             vmprof: None,
+            tier_up: None,
         }
     }
 }
@@ -193,10 +212,20 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
+    // Profiling starts before the JIT does: the profiling wrappers go into
+    // the entry table first, and every entry the JIT installs over one
+    // (compiled code, trampolines) keeps the shadow stack itself.
     let profile = options
         .vmprof
         .as_ref()
         .and_then(|vmprof| start_profile(&mut vm, vmprof, stderr).map(|session| (session, vmprof)));
+    // The JIT (its code memory) must stay alive while the VM runs code;
+    // it lives until the end of this function.
+    let mut jit = options.tier_up.as_ref().map(|make| make());
+    if let Some(jit) = jit.as_mut() {
+        jit.start(&mut vm);
+        vm.tier_up = Some(std::ptr::NonNull::from(&mut **jit));
+    }
     let status = interp::run_main(&mut vm);
     // Completes the profile before anything else is reported, also after a
     // runtime error (and, through `Session`'s drop, on a panic).

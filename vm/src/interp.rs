@@ -16,7 +16,7 @@ use crate::bytecode::Op;
 use crate::runtime::heap::{arr_mut, str_ref};
 use crate::runtime::print::{write_scalar, write_value};
 use crate::runtime::{
-    EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins,
+    tier, EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins,
 };
 
 /// The interpreter's entry point for function `func` (see the entry ABI in
@@ -31,6 +31,14 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
     // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
     // frame record inside its region.
     unsafe {
+        let rt = (*vm).funcs.as_mut_ptr().add(func as usize);
+        (*rt).hotness -= 1;
+        if (*rt).hotness < 0
+            && let Some(entry) = tier::hot_call(vm, func)
+        {
+            // Profiling: the compiled code keeps the shadow stack itself.
+            return crate::vmprof::hand_over(vm, func, base, entry);
+        }
         let depth = (*vm).depth + 1;
         if depth > (*vm).max_depth {
             (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
@@ -89,13 +97,13 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
     // runs while a borrow of an object obtained here is alive.
     unsafe {
         // Copy out raw pointers; no borrow of the VM outlives this block.
-        let (code, consts) = {
-            let funcs: &[_] = &(*vm).funcs;
-            let rt = funcs.get_unchecked(func as usize);
+        let (code, consts, hotness) = {
+            let funcs: &mut [_] = &mut (*vm).funcs;
+            let rt = funcs.get_unchecked_mut(func as usize);
             for &r in rt.zero_regs.iter() {
                 *regs.add(r as usize) = 0;
             }
-            (rt.code, rt.consts.as_ptr())
+            (rt.code, rt.consts.as_ptr(), &raw mut rt.hotness)
         };
 
         macro_rules! reg {
@@ -130,14 +138,32 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         }
         macro_rules! raise {
             ($pc:expr, $err:expr) => {
-                return fail(vm, $err, func, $pc - 1)
+                return fail(vm, $err, func, $pc.offset_from(code) as usize - 1)
             };
         }
 
-        let mut pc: usize = 0;
+        let mut ip: *const Op = code;
+        // Every jump goes through here: a backward one is a loop back-edge,
+        // counted for tier-up; when the count runs out the JIT may hand
+        // back an OSR entry that finishes this activation in compiled code.
+        macro_rules! jump {
+            ($target:expr) => {{
+                let to = code.add($target as usize);
+                if to < ip {
+                    *hotness -= 1;
+                    if *hotness < 0
+                        && let Some(osr) = tier::hot_loop(vm, func, $target)
+                    {
+                        return osr(vm, regs);
+                    }
+                }
+                ip = to;
+            }};
+        }
+
         loop {
-            let op = *code.add(pc);
-            pc += 1;
+            let op = *ip;
+            ip = ip.add(1);
             match op {
                 Op::Move { dst, src } => reg!(dst) = reg!(src),
                 Op::LoadInt { dst, imm } => set_int!(dst, imm as i64),
@@ -149,14 +175,14 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 Op::DivI { dst, a, b } => {
                     let d = int!(b);
                     if d == 0 {
-                        raise!(pc, RuntimeError::DivisionByZero);
+                        raise!(ip, RuntimeError::DivisionByZero);
                     }
                     set_int!(dst, int!(a).wrapping_div(d));
                 }
                 Op::RemI { dst, a, b } => {
                     let d = int!(b);
                     if d == 0 {
-                        raise!(pc, RuntimeError::ModuloByZero);
+                        raise!(ip, RuntimeError::ModuloByZero);
                     }
                     set_int!(dst, int!(a).wrapping_rem(d));
                 }
@@ -192,85 +218,85 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 Op::LeS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) <= str_ref(reg!(b))),
                 Op::Not { dst, src } => reg!(dst) = reg!(src) ^ 1,
 
-                Op::Jmp { target } => pc = target as usize,
+                Op::Jmp { target } => jump!(target),
                 Op::JmpIf { a, target } => {
                     if reg!(a) != 0 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNot { a, target } => {
                     if reg!(a) == 0 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLtI { a, b, target } => {
                     if int!(a) >= int!(b) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLeI { a, b, target } => {
                     if int!(a) > int!(b) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotEqI { a, b, target } => {
                     if reg!(a) != reg!(b) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotNeI { a, b, target } => {
                     if reg!(a) == reg!(b) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLtIImm { a, imm, target } => {
                     if int!(a) >= imm as i64 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLeIImm { a, imm, target } => {
                     if int!(a) > imm as i64 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotGtIImm { a, imm, target } => {
                     if int!(a) <= imm as i64 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotGeIImm { a, imm, target } => {
                     if int!(a) < imm as i64 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotEqIImm { a, imm, target } => {
                     if int!(a) != imm as i64 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotNeIImm { a, imm, target } => {
                     if int!(a) == imm as i64 {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLtF { a, b, target } => {
                     if !(flt!(a) < flt!(b)) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLeF { a, b, target } => {
                     if !(flt!(a) <= flt!(b)) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfLtF { a, b, target } => {
                     if flt!(a) < flt!(b) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::JmpIfLeF { a, b, target } => {
                     if flt!(a) <= flt!(b) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::ForPrep {
@@ -279,7 +305,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     target,
                 } => {
                     if int!(counter) >= int!(end) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
                 Op::ForLoop {
@@ -290,7 +316,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     let next = int!(counter) + 1;
                     set_int!(counter, next);
                     if next < int!(end) {
-                        pc = target as usize;
+                        jump!(target);
                     }
                 }
 
@@ -303,7 +329,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     if entry(vm, callee as u32, regs.add(base as usize)) != STATUS_OK {
                         (*vm).trace.push(TraceEntry {
                             func,
-                            pc: (pc - 1) as u32,
+                            pc: (ip.offset_from(code) - 1) as u32,
                         });
                         return STATUS_ERROR;
                     }
@@ -323,7 +349,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     match a.elems.get(i as usize) {
                         Some(&v) if i >= 0 => reg!(dst) = v,
                         _ => raise!(
-                            pc,
+                            ip,
                             RuntimeError::IndexOutOfRange {
                                 index: i,
                                 len: a.elems.len()
@@ -337,13 +363,13 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     let len = a.elems.len();
                     match a.elems.get_mut(i as usize) {
                         Some(slot) if i >= 0 => *slot = reg!(val),
-                        _ => raise!(pc, RuntimeError::IndexOutOfRange { index: i, len }),
+                        _ => raise!(ip, RuntimeError::IndexOutOfRange { index: i, len }),
                     }
                 }
                 Op::LenA { dst, src } => set_int!(dst, arr_mut(reg!(src)).elems.len()),
                 Op::Pop { dst, arr } => match arr_mut(reg!(arr)).elems.pop() {
                     Some(v) => reg!(dst) = v,
-                    None => raise!(pc, RuntimeError::PopEmpty),
+                    None => raise!(ip, RuntimeError::PopEmpty),
                 },
 
                 Op::IntToFloat { dst, src } => set_flt!(dst, int!(src) as f64),
@@ -359,7 +385,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 | Op::Args { .. }
                 | Op::ParseInt { .. }
                 | Op::ParseFloat { .. } => {
-                    if slow_op(vm, func, regs, op, pc) != STATUS_OK {
+                    if slow_op(vm, func, regs, op, ip.offset_from(code) as usize) != STATUS_OK {
                         return STATUS_ERROR;
                     }
                 }
@@ -368,14 +394,40 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
     }
 }
 
-/// The instructions that allocate, print or parse, kept out of the main
-/// loop so that its hot state stays in machine registers. Runs `op` (the
-/// instruction before `pc`) in the frame at `regs`.
+/// Executes instruction `pc` of function `func` in the frame at `regs`,
+/// out of line, if it is one of the allocating, printing or parsing
+/// instructions (`Concat`, `NewArray`, `RepeatArray`, `Push`, `Print`,
+/// `ToStr`, `Clock`, `Args`, `ParseInt`, `ParseFloat`; any other
+/// instruction is ignored). Compiled code calls this for the instructions
+/// it does not implement inline. It may collect garbage afterwards, so
+/// every live reference must be in the frame's ref registers, as the GC
+/// invariant requires anyway. Returns [`STATUS_OK`] or [`STATUS_ERROR`]
+/// (error and trace entry recorded, as for any entry).
 ///
 /// # Safety
-/// As for [`run`]: `op` comes from verified code of `func`.
+/// `vm` valid with a verified module; `func`/`pc` an instruction of it;
+/// `regs` the active frame of `func` (its record pushed, as the entry ABI
+/// requires).
+pub unsafe extern "C" fn run_slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, pc: u32) -> u32 {
+    // SAFETY: caller's contract; `pc` indexes verified code.
+    unsafe {
+        let funcs: &[_] = &(*vm).funcs;
+        let op = *funcs.get_unchecked(func as usize).code.add(pc as usize);
+        slow_op(vm, func, regs, op, pc as usize + 1)
+    }
+}
+
+/// The instructions that allocate, print or parse, kept out of the main
+/// loop so that its hot state stays in machine registers. Runs `op` (the
+/// instruction before `pc`) in the frame at `regs`. Public so the JIT can
+/// run these instructions exactly as the interpreter does (it stores the
+/// operands to the frame first and reloads the result).
+///
+/// # Safety
+/// As for [`interp_entry`], with the frame of `func` active at `regs`:
+/// `op` comes from verified code of `func`, at index `pc - 1`.
 #[inline(never)]
-unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
+pub unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
     // SAFETY: as in `run` (same invariants, same frame).
     unsafe {
         macro_rules! reg {
@@ -595,6 +647,47 @@ mod tests {
             vec![TraceEntry { func: 0, pc: 0 }, TraceEntry { func: 1, pc: 1 }]
         );
         assert_eq!(vm.depth, 0);
+    }
+
+    /// A hand-written "compiled" `twice(s: str) -> str { return s + s; }`:
+    /// follows the entry protocol and runs the concatenation out of line.
+    unsafe extern "C" fn compiled_twice(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+        // SAFETY: the entry ABI; instruction 0 of `twice` is its Concat
+        // into register 1, checked by the test below.
+        unsafe {
+            let depth = (*vm).depth + 1;
+            if depth > (*vm).max_depth {
+                (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
+                return STATUS_ERROR;
+            }
+            (*vm).depth = depth;
+            *(*vm).frames.add(depth) = FrameRecord { base, func };
+            *base.add(1) = 0; // a non-parameter ref register
+            let status = run_slow_op(vm, func, base, 0);
+            if status == STATUS_OK {
+                *base = *base.add(1);
+            }
+            (*vm).depth = depth - 1;
+            status
+        }
+    }
+
+    #[test]
+    fn compiled_code_can_run_slow_instructions_out_of_line() {
+        let m = module("fn twice(s: str) -> str { return s + s; }\nprint(twice(\"ab\"));\n");
+        assert!(matches!(
+            m.functions[0].code[0],
+            Op::Concat { dst: 1, a: 0, b: 0 }
+        ));
+        let mut out = Vec::new();
+        let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
+        vm.heap.set_stress();
+        // SAFETY: `compiled_twice` implements `twice` with the entry ABI.
+        unsafe { vm.set_entry(0, compiled_twice) };
+        assert_eq!(run_main(&mut vm), STATUS_OK);
+        vm.out.flush().unwrap();
+        drop(vm);
+        assert_eq!(out, b"abab\n");
     }
 
     #[test]

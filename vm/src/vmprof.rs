@@ -6,19 +6,22 @@
 //!
 //! * every function is registered once as a vmprof code object named
 //!   `toy:<function>:<line>:<path>` (the script body is `<main>`);
-//! * the interpreter tier is wrapped, not changed: [`Session::start`]
-//!   replaces each entry in [`Vm::entry_table`] by [`profiled_entry`],
-//!   which pushes the function's id, calls the entry it replaced, and pops.
-//!   Unprofiled runs never install it, so their calls pay nothing, not even
-//!   a branch;
-//! * JIT code compiled while a session runs pushes and pops inline in its
-//!   prologue and epilogue: it asks [`Vm::vmprof_code_id`] for the id to
-//!   emit (`None` means "not profiling: emit nothing").
+//! * the interpreter is wrapped, not changed: [`Session::start`] replaces
+//!   every entry in [`Vm::entry_table`] by [`profiled_entry`], which pushes
+//!   the function's id, calls [`interp_entry`], and pops. Unprofiled runs
+//!   never install it, so their calls pay nothing, not even a branch;
+//! * code a JIT installs over a wrapper (compiled functions, perf
+//!   trampolines) pushes and pops inline in its own prologue and epilogue;
+//!   it asks [`Vm::vmprof_code_id`] for the id to emit when it generates the
+//!   code (`None` means "not profiling: emit nothing"). OSR code continues
+//!   an interpreted frame that is already on the shadow stack and pushes
+//!   nothing;
+//! * when the interpreter hands a call over to code compiled at that very
+//!   call ([`hand_over`], a cold path), it pops the id its caller pushed for
+//!   the duration of the compiled call, which pushes its own.
 //!
-//! A JIT that installs compiled code with [`Vm::set_entry`] replaces the
-//! wrapper of that function, which is right because compiled code pushes
-//! for itself; calls *from* compiled code still go through the table, so
-//! interpreted callees stay wrapped.
+//! So every active Toy frame has exactly one shadow-stack entry, whichever
+//! tier runs it, and every sample is rooted at `<main>`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,6 +30,7 @@ use perfsupport::vmprof::{
     self, CodeId, CodeIdCell, EnableOptions, ProfileSummary, ShadowStack, VmprofError,
 };
 
+use crate::interp::interp_entry;
 use crate::runtime::{EntryFn, Vm};
 
 /// The code-object class of Toy functions: names start with `toy:`.
@@ -55,13 +59,10 @@ impl VmprofOptions {
     }
 }
 
-/// What [`profiled_entry`] needs about each function, indexed like the
-/// module's functions. Owned by the VM while a session runs.
+/// The vmprof code id of each function, indexed like the module's
+/// functions. Owned by the VM while a session runs.
 pub(crate) struct ProfiledEntries {
-    /// The function's vmprof code id.
     code_ids: Box<[CodeId]>,
-    /// The entry the wrapper replaced (the interpreter, or a trampoline).
-    inner: Box<[EntryFn]>,
 }
 
 /// A running profile of one VM. Dropping it without [`Session::finish`]
@@ -76,9 +77,10 @@ impl Session {
     /// writing to `options.path`, and wraps every entry of `vm` so the
     /// interpreter keeps the shadow stack.
     ///
-    /// Call it after any other entries (JIT trampolines) are installed and
-    /// before running `<main>`, so every sample is rooted at `<main>`. On
-    /// error nothing is installed and the VM runs unprofiled.
+    /// Call it before a JIT starts (its entries replace the wrappers and
+    /// keep the shadow stack themselves) and before running `<main>`, so
+    /// every sample is rooted at `<main>`. On error nothing is installed and
+    /// the VM runs unprofiled.
     pub fn start(vm: &mut Vm<'_>, options: &VmprofOptions) -> Result<Session, VmprofError> {
         let class = vmprof::register_code_object_class(CODE_CLASS)?;
         let module = vm.module;
@@ -97,13 +99,11 @@ impl Session {
         enable.meta.push(("script".to_owned(), module.path.clone()));
         vmprof::enable_path(&options.path, &enable)?;
         let count = module.functions.len() as u32;
-        let inner: Box<[EntryFn]> = (0..count).filter_map(|f| vm.entry(f)).collect();
-        vm.vmprof = Some(Box::new(ProfiledEntries { code_ids, inner }));
+        vm.vmprof = Some(Box::new(ProfiledEntries { code_ids }));
         for func in 0..count {
             // SAFETY: `profiled_entry` follows the entry ABI for every
-            // function that has a profiled entry: it delegates to the entry
-            // it replaces, which did, and only adds the shadow-stack push
-            // and pop around it.
+            // function with a code id: it delegates to `interp_entry`, and
+            // only adds the shadow-stack push and pop around it.
             unsafe { vm.set_entry(func, profiled_entry) };
         }
         Ok(Session { finished: false })
@@ -137,31 +137,54 @@ impl Vm<'_> {
     }
 }
 
-/// The profiling wrapper of every entry: push the function's code id on
-/// the shadow stack, run the entry it replaced, pop.
+/// The code id of `func` in `vm`'s session, if one runs.
 ///
 /// # Safety
-/// The entry ABI (see [`crate::runtime`]); `vm` has a session's
-/// [`ProfiledEntries`] covering `func`.
+/// `vm` is valid; the table is copied out, so no borrow outlives the call.
+#[inline(always)]
+unsafe fn code_id(vm: *const Vm<'_>, func: u32) -> Option<CodeId> {
+    // SAFETY: the caller's contract; the table is never changed while the
+    // VM runs code.
+    unsafe { (*vm).vmprof.as_deref()?.code_ids.get(func as usize).copied() }
+}
+
+/// The profiling wrapper of every entry: push the function's code id on
+/// the shadow stack, run the interpreter, pop.
+///
+/// # Safety
+/// The entry ABI (see [`crate::runtime`]).
 unsafe extern "C" fn profiled_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
-    // SAFETY: `vm` is valid (ABI). The table is read and copied out before
-    // the call, so no borrow of the VM is alive while the callee runs; the
-    // table itself lives as long as the VM and is never changed after
-    // `Session::start`.
-    let (id, inner) = unsafe {
-        match (*vm).vmprof.as_deref() {
-            Some(p) if (func as usize) < p.inner.len() => (
-                *p.code_ids.get_unchecked(func as usize),
-                *p.inner.get_unchecked(func as usize),
-            ),
-            // Not reachable (the wrapper is only installed with its table);
-            // run unprofiled rather than guess.
-            _ => return crate::interp::interp_entry(vm, func, base),
-        }
+    // SAFETY: `vm` is valid (ABI).
+    let Some(id) = (unsafe { code_id(vm, func) }) else {
+        // Not reachable (the wrapper is only installed with its table);
+        // run unprofiled rather than guess.
+        // SAFETY: the caller's contract, passed on.
+        return unsafe { interp_entry(vm, func, base) };
     };
     ShadowStack::with_current(|stack| stack.push(id));
     // SAFETY: the caller's contract, passed on unchanged.
-    let status = unsafe { inner(vm, func, base) };
+    let status = unsafe { interp_entry(vm, func, base) };
     ShadowStack::with_current(ShadowStack::pop);
     status
+}
+
+/// Calls `entry`, code compiled for `func` at this very call, from
+/// `interp_entry` (whose caller pushed `func`'s id when profiling): the id
+/// is popped for the duration, as the compiled code pushes its own, so the
+/// frame is on the shadow stack once. Without a session it just calls.
+///
+/// # Safety
+/// The entry ABI for `entry`, `func` and `base`.
+#[cold]
+pub(crate) unsafe fn hand_over(vm: *mut Vm<'_>, func: u32, base: *mut u64, entry: EntryFn) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let Some(id) = code_id(vm, func) else {
+            return entry(vm, func, base);
+        };
+        ShadowStack::with_current(ShadowStack::pop);
+        let status = entry(vm, func, base);
+        ShadowStack::with_current(|stack| stack.push(id));
+        status
+    }
 }

@@ -8,16 +8,26 @@ use crate::bytecode::Module;
 /// (printed after `error: `).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RuntimeError {
+    /// Int `/` by zero.
     DivisionByZero,
+    /// Int `%` by zero.
     ModuloByZero,
+    /// An index outside `0..len` (also negative).
     IndexOutOfRange {
+        /// The index used.
         index: i64,
+        /// The array's length.
         len: usize,
     },
+    /// `pop` of an empty array.
     PopEmpty,
+    /// `[e; n]` with `n < 0`.
     NegativeLength(i64),
+    /// `parse_int` of the given text.
     ParseInt(String),
+    /// `parse_float` of the given text.
     ParseFloat(String),
+    /// A call beyond `--max-depth` (the limit).
     DepthExceeded(usize),
     /// An array or string too large to allocate.
     OutOfMemory,
@@ -50,7 +60,9 @@ impl fmt::Display for RuntimeError {
 /// the instruction it was executing (a call, or the failing operation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceEntry {
+    /// Function index in the module.
     pub func: u32,
+    /// Instruction index in that function.
     pub pc: u32,
 }
 

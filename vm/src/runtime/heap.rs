@@ -22,7 +22,9 @@ use std::ptr::NonNull;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ObjKind {
+    /// A [`StrObj`].
     Str,
+    /// An [`ArrObj`].
     Array,
 }
 
@@ -30,6 +32,7 @@ pub enum ObjKind {
 #[derive(Debug)]
 #[repr(C)]
 pub struct Header {
+    /// Which struct the object is.
     pub kind: ObjKind,
     /// Set during marking, cleared by the sweep.
     marked: bool,
@@ -41,7 +44,9 @@ pub struct Header {
 #[derive(Debug)]
 #[repr(C)]
 pub struct StrObj {
+    /// Common header (`kind == Str`).
     pub header: Header,
+    /// The text.
     pub text: Box<str>,
 }
 
@@ -49,7 +54,9 @@ pub struct StrObj {
 #[derive(Debug)]
 #[repr(C)]
 pub struct ArrObj {
+    /// Common header (`kind == Array`).
     pub header: Header,
+    /// The elements.
     pub elems: Vec<u64>,
 }
 

@@ -26,6 +26,13 @@
 //!    registers that are not parameters, run, and decrement `depth` on
 //!    return, error or not.
 //!
+//! Install entries with the unsafe [`Vm::set_entry`]; [`offsets`] gives
+//! the byte offsets of `depth`, `max_depth`, `frames` and `entry_table`
+//! for generated code. Compiled code reports errors with [`Vm::fail`] and
+//! can leave the allocating, printing and parsing instructions to
+//! [`crate::interp::run_slow_op`]. Nothing ever unwinds (panics) across an
+//! entry.
+//!
 //! # The value stack and frames
 //!
 //! One [`region::Region`] of `(max_depth + 1) * max_frame_size` slots,
@@ -45,6 +52,7 @@ pub mod error;
 pub mod heap;
 pub mod print;
 pub mod region;
+pub mod tier;
 
 use std::io::Write;
 use std::time::Instant;
@@ -67,7 +75,9 @@ pub const STATUS_ERROR: u32 = 1;
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct FrameRecord {
+    /// Register 0 of the frame.
     pub base: *mut u64,
+    /// Index of the function running in it.
     pub func: u32,
 }
 
@@ -79,6 +89,9 @@ pub struct FnRuntime {
     pub consts: Box<[u64]>,
     /// Ref registers that are not parameters: zeroed on entry.
     pub zero_regs: Box<[u8]>,
+    /// Tier-up countdown: decremented per call and per loop back-edge;
+    /// below zero the interpreter asks [`Vm::tier_up`] (see [`tier`]).
+    pub hotness: i32,
 }
 
 /// Buffered stdout: one buffer, written to the sink when it grows large,
@@ -130,8 +143,11 @@ pub struct Vm<'m> {
     pub entry_table: *mut EntryFn,
     /// Per-function data for the interpreter.
     pub funcs: Vec<FnRuntime>,
+    /// The program being run.
     pub module: &'m Module,
+    /// Strings and arrays.
     pub heap: Heap,
+    /// Buffered stdout.
     pub out: Output<'m>,
     /// The error that stopped the script, if any.
     pub error: Option<RuntimeError>,
@@ -143,6 +159,9 @@ pub struct Vm<'m> {
     pub start: Instant,
     /// Scratch text for `print` and `str`, reused to avoid allocations.
     pub scratch: String,
+    /// The JIT, if any (see [`tier`]). Owned by whoever runs the VM, and
+    /// kept alive and unmoved while the VM runs.
+    pub tier_up: Option<std::ptr::NonNull<dyn tier::TierUp>>,
     /// Owns the entry table; only accessed through `entry_table`.
     entries: Box<[EntryFn]>,
     /// The profiling wrapper's table while a [`crate::vmprof::Session`]
@@ -212,6 +231,7 @@ impl<'m> Vm<'m> {
                     .copied()
                     .filter(|&r| (r as usize) >= f.params.len())
                     .collect(),
+                hotness: i32::MAX,
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
@@ -235,6 +255,7 @@ impl<'m> Vm<'m> {
             args,
             start: Instant::now(),
             scratch: String::new(),
+            tier_up: None,
             stack,
             frame_records,
             vmprof: None,
