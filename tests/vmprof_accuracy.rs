@@ -50,7 +50,7 @@ fn seventy_share(name: &str, tier_flags: &[&str], rounds: &str) -> f64 {
 
 #[test]
 fn interpreter_tier_reports_seventy_thirty() {
-    let share = seventy_share("interp", &["--no-jit"], "20");
+    let share = seventy_share("interp", &["--no-jit"], "40");
     assert!(
         (share - 70.0).abs() <= TOLERANCE,
         "interpreter: {share:.1}% for 70%"

@@ -37,10 +37,24 @@ fn names<'p>(profile: &'p Profile, stack: &[u64]) -> Vec<&'p str> {
         .collect()
 }
 
+/// The tiers: interpreter only; tier-up at calls and loops (OSR, the
+/// interpreter handing a call to fresh code); everything compiled.
+const TIERS: [&[&str]; 3] = [
+    &["--no-jit"],
+    &["--jit-threshold", "50"],
+    &["--jit-threshold", "0"],
+];
+
 #[test]
-fn every_sample_is_the_toy_call_chain_under_main() {
+fn every_sample_is_the_toy_call_chain_under_main_in_every_tier() {
+    for tier in TIERS {
+        check_nested_chain(tier);
+    }
+}
+
+fn check_nested_chain(tier: &[&str]) {
     let path = temp_path("nested.prof");
-    let run = run_profiled(&path, &["--no-jit"], "tests/vmprof/nested.toy", &["200"]);
+    let run = run_profiled(&path, tier, "tests/vmprof/nested.toy", &["200"]);
     assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
     assert_eq!(run.stderr, "");
     let profile = read_profile(&path).expect("a readable profile");
@@ -72,33 +86,38 @@ fn every_sample_is_the_toy_call_chain_under_main() {
         let stack = names(&profile, &sample.stack);
         assert!(
             chain.starts_with(&stack) && !stack.is_empty(),
-            "a stack that is not a prefix of the call chain: {stack:?}"
+            "{tier:?}: a stack that is not a prefix of the call chain: {stack:?}"
         );
         in_inner += usize::from(stack.len() == 4);
     }
     // inner_hot does all the work but a few hundred steps per round.
     assert!(
         in_inner * 100 >= profile.samples.len() * 90,
-        "{in_inner} of {} samples in inner_hot",
+        "{tier:?}: {in_inner} of {} samples in inner_hot",
         profile.samples.len()
     );
 }
 
 #[test]
-fn recursion_keeps_one_frame_per_call() {
-    let path = temp_path("fib.prof");
-    let run = run_profiled(&path, &[], "examples/scripts/bench/fib.toy", &["29"]);
-    assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
-    let profile = read_profile(&path).expect("a readable profile");
-    let deepest = profile
-        .samples
-        .iter()
-        .map(|s| names(&profile, &s.stack))
-        .max_by_key(Vec::len)
-        .expect("samples");
-    assert!(deepest.len() > 10, "{deepest:?}");
-    assert_eq!(deepest[0], "<main>");
-    assert!(deepest[1..].iter().all(|&n| n == "fib"), "{deepest:?}");
+fn recursion_keeps_one_frame_per_call_in_every_tier() {
+    for tier in TIERS {
+        let path = temp_path("fib.prof");
+        let run = run_profiled(&path, tier, "examples/scripts/bench/fib.toy", &["32"]);
+        assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+        let profile = read_profile(&path).expect("a readable profile");
+        assert!(!profile.samples.is_empty(), "{tier:?}: no samples");
+        for sample in &profile.samples {
+            let stack = names(&profile, &sample.stack);
+            // fib(32) is at most 32 calls deep: more frames would mean a
+            // call pushed twice (e.g. by the interpreter and compiled code).
+            assert!(stack.len() <= 33, "{tier:?}: {} frames", stack.len());
+            assert_eq!(stack[0], "<main>", "{tier:?}");
+            assert!(
+                stack[1..].iter().all(|&n| n == "fib"),
+                "{tier:?}: {stack:?}"
+            );
+        }
+    }
 }
 
 #[test]

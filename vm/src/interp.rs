@@ -16,7 +16,7 @@ use crate::bytecode::Op;
 use crate::runtime::heap::{arr_mut, str_ref};
 use crate::runtime::print::{write_scalar, write_value};
 use crate::runtime::{
-    tier, EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins,
+    EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins, tier,
 };
 
 /// The interpreter's entry point for function `func` (see the entry ABI in

@@ -145,7 +145,14 @@ impl Vm<'_> {
 unsafe fn code_id(vm: *const Vm<'_>, func: u32) -> Option<CodeId> {
     // SAFETY: the caller's contract; the table is never changed while the
     // VM runs code.
-    unsafe { (*vm).vmprof.as_deref()?.code_ids.get(func as usize).copied() }
+    unsafe {
+        (*vm)
+            .vmprof
+            .as_deref()?
+            .code_ids
+            .get(func as usize)
+            .copied()
+    }
 }
 
 /// The profiling wrapper of every entry: push the function's code id on
