@@ -167,6 +167,7 @@ pub fn translate(
         vm: Value::from_u32(0),
         base: Value::from_u32(0),
         depth0: None,
+        shadow_depth0: None,
         error_exit: None,
         variant,
     };
@@ -186,6 +187,9 @@ struct Translator<'a, 'j> {
     base: Value,
     /// `vm.depth` on entry (native variant), restored on every exit.
     depth0: Option<Value>,
+    /// The shadow stack's depth on entry (native variant, profiling),
+    /// restored on every exit.
+    shadow_depth0: Option<Value>,
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     variant: Variant,
@@ -302,7 +306,7 @@ impl Translator<'_, '_> {
         b.ins().store(flags(), func, rec, 8);
         self.depth0 = Some(depth);
         if let Some(frame) = self.env.shadow {
-            emit_shadow_push(b, frame);
+            self.shadow_depth0 = Some(emit_shadow_push(b, frame));
         }
         let nparams = self.f.params.len();
         let zero = b.ins().iconst(types::I64, 0);
@@ -422,8 +426,8 @@ impl Translator<'_, '_> {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                if let Some(frame) = self.env.shadow {
-                    emit_shadow_pop(b, frame);
+                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
+                    emit_shadow_pop(b, frame, depth);
                 }
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
@@ -477,8 +481,8 @@ impl Translator<'_, '_> {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                if let Some(frame) = self.env.shadow {
-                    emit_shadow_pop(b, frame);
+                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
+                    emit_shadow_pop(b, frame, depth);
                 }
                 let value = match value {
                     Some(v) => convert(b, v, self.ret_type()),
