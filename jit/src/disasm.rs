@@ -53,7 +53,11 @@ impl Listing {
             self.code.len(),
             self.address
         );
-        let _ = writeln!(out, "-- Cranelift IR (srcloc = bytecode index of `{}`)", f.name);
+        let _ = writeln!(
+            out,
+            "-- Cranelift IR (srcloc = bytecode index of `{}`)",
+            f.name
+        );
         out.push_str(&self.ir);
         let _ = writeln!(out, "-- machine code");
         let mut decoder = Decoder::with_ip(64, &self.code, self.address, DecoderOptions::NONE);

@@ -24,7 +24,10 @@ pub fn symbols() -> [(&'static str, *const u8); 9] {
         ("toy_jit_pop", toy_jit_pop as *const u8),
         ("toy_jit_fail", toy_jit_fail as *const u8),
         ("toy_jit_index_error", toy_jit_index_error as *const u8),
-        ("toy_jit_depth_exceeded", toy_jit_depth_exceeded as *const u8),
+        (
+            "toy_jit_depth_exceeded",
+            toy_jit_depth_exceeded as *const u8,
+        ),
         ("toy_jit_push_trace", toy_jit_push_trace as *const u8),
         ("toy_jit_str_cmp", toy_jit_str_cmp as *const u8),
         ("toy_jit_str_len", toy_jit_str_len as *const u8),
@@ -55,11 +58,13 @@ pub unsafe extern "C" fn toy_jit_slow_op(
 ) -> u32 {
     // SAFETY: the caller's contract; `pc` indexes verified code of `func`.
     unsafe {
-        let op = *(&(*vm).funcs)[func as usize].code.add(pc as usize);
-        if matches!(op, Op::Print { .. }) && backtrace_requested() {
-            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        if backtrace_requested() {
+            let op = *(&(*vm).funcs)[func as usize].code.add(pc as usize);
+            if matches!(op, Op::Print { .. }) {
+                eprintln!("{}", std::backtrace::Backtrace::force_capture());
+            }
         }
-        vm::interp::slow_op(vm, func, regs, op, pc as usize + 1)
+        vm::interp::run_slow_op(vm, func, regs, pc)
     }
 }
 

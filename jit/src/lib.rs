@@ -163,7 +163,8 @@ impl Jit {
         }
         let array = ArrayLayout::probe().ok_or("unsupported Vec layout")?;
         let isa = make_isa()?;
-        let mut builder = JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
+        let mut builder =
+            JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
         for (name, ptr) in helpers::symbols() {
             builder.symbol(name, ptr);
         }
@@ -175,7 +176,11 @@ impl Jit {
         let call_conv = isa.default_call_conv();
         let helpers = declare_helpers(&mut jit, call_conv)?;
         let interp_entry = jit
-            .declare_function("toy_interp_entry", Linkage::Import, &translate::entry_signature(call_conv))
+            .declare_function(
+                "toy_interp_entry",
+                Linkage::Import,
+                &translate::entry_signature(call_conv),
+            )
             .map_err(|e| e.to_string())?;
         let profiled_interp_entry = jit
             .declare_function("toy_profiled_interp_entry", Linkage::Import, &translate::entry_signature(call_conv))
@@ -284,7 +289,11 @@ impl Jit {
         install: Install,
     ) -> Result<(), String> {
         if let Some(listing) = self.listing.as_mut() {
-            listing.push(disasm::Listing::new(name, func, self.ctx.func.display().to_string()));
+            listing.push(disasm::Listing::new(
+                name,
+                func,
+                self.ctx.func.display().to_string(),
+            ));
         }
         let defined = self.jit.define_function(id, &mut self.ctx);
         if let Err(e) = defined {
@@ -294,7 +303,9 @@ impl Jit {
         let compiled = self.ctx.compiled_code().ok_or("no compiled code")?;
         let size = compiled.code_buffer().len();
         let fde = match compiled.create_unwind_info(&*self.isa) {
-            Ok(Some(ClifUnwind::SystemV(info))) => Some(info.to_fde(perfsupport::unwind::REGION_START)),
+            Ok(Some(ClifUnwind::SystemV(info))) => {
+                Some(info.to_fde(perfsupport::unwind::REGION_START))
+            }
             _ => None,
         };
         let rows = compiled
@@ -339,7 +350,12 @@ impl Jit {
             let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
             let mut args = vec![vmv, base];
             for (i, (_, ty)) in f.params.iter().enumerate() {
-                let v = b.ins().load(translate::clif_type(ty), MemFlagsData::trusted(), base, (i * 8) as i32);
+                let v = b.ins().load(
+                    translate::clif_type(ty),
+                    MemFlagsData::trusted(),
+                    base,
+                    (i * 8) as i32,
+                );
                 args.push(v);
             }
             let callee = self.jit.declare_func_in_func(native, b.func);
@@ -395,7 +411,9 @@ impl Jit {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        self.jit.finalize_definitions().map_err(|e| format!("{e:?}"))?;
+        self.jit
+            .finalize_definitions()
+            .map_err(|e| format!("{e:?}"))?;
         let path = vm.module.path.clone();
         let mut lines: Vec<Vec<LineEntry<'_>>> = Vec::new();
         for p in &pending {
@@ -408,7 +426,10 @@ impl Jit {
                 let span = pc
                     .and_then(|pc| f.spans.get(pc as usize).copied())
                     .unwrap_or(f.span);
-                if rows.last().is_some_and(|r| r.line == span.line && r.column == span.col) {
+                if rows
+                    .last()
+                    .is_some_and(|r| r.line == span.line && r.column == span.col)
+                {
                     continue;
                 }
                 rows.push(LineEntry {
@@ -461,7 +482,11 @@ impl Jit {
         if let Some(listing) = self.listing.as_mut() {
             let n = listing.len();
             for (l, r) in listing[n - regions.len()..].iter_mut().zip(&regions) {
-                l.set_code(r.start(), r.code.to_vec(), r.lines.iter().map(|e| (e.offset, e.line)).collect());
+                l.set_code(
+                    r.start(),
+                    r.code.to_vec(),
+                    r.lines.iter().map(|e| (e.offset, e.line)).collect(),
+                );
             }
         }
         for p in &pending {
@@ -487,6 +512,36 @@ impl Jit {
         Ok(())
     }
 
+    /// `func` preceded by the callees it reaches that have already run and
+    /// are not compiled, callees first: compiling them in the same batch
+    /// lets `func` call them directly instead of through the entry table.
+    fn with_run_callees(&self, vm: &Vm<'_>, func: u32) -> Vec<u32> {
+        let initial = self.threshold_counter();
+        let mut order = Vec::new();
+        let mut seen = vec![false; vm.module.functions.len()];
+        let mut stack = vec![(func, false)];
+        while let Some((f, expanded)) = stack.pop() {
+            if expanded {
+                order.push(f);
+                continue;
+            }
+            if std::mem::replace(&mut seen[f as usize], true) {
+                continue;
+            }
+            stack.push((f, true));
+            for op in &vm.module.functions[f as usize].code {
+                if let vm::bytecode::Op::Call { func: callee, .. } = *op {
+                    let c = callee as usize;
+                    let ran = vm.funcs[c].hotness < initial;
+                    if !seen[c] && ran && self.natives[c].is_none() && !self.failed[c] {
+                        stack.push((callee as u32, false));
+                    }
+                }
+            }
+        }
+        order
+    }
+
     /// Compiles `funcs` (native + shim each) in one batch.
     fn compile_functions(&mut self, vm: &mut Vm<'_>, funcs: &[u32]) {
         let started = Instant::now();
@@ -499,7 +554,10 @@ impl Jit {
                 Ok(()) => done.push(f),
                 Err(e) => {
                     self.failed[f as usize] = true;
-                    eprintln!("toyvm: JIT: cannot compile {}: {e}", vm.module.functions[f as usize].name);
+                    eprintln!(
+                        "toyvm: JIT: cannot compile {}: {e}",
+                        vm.module.functions[f as usize].name
+                    );
                 }
             }
         }
@@ -530,13 +588,22 @@ impl Jit {
 /// The ISA: host CPU, `speed`, frame pointers kept (for perf's call graphs).
 fn make_isa() -> Result<OwnedTargetIsa, String> {
     let mut flags = settings::builder();
-    let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("{k}: {e}"));
+    let set =
+        |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("{k}: {e}"));
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "preserve_frame_pointers", "true")?;
     set(&mut flags, "unwind_info", "true")?;
     set(&mut flags, "is_pic", "false")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
-    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )?;
     let builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
     builder
         .finish(settings::Flags::new(flags))
@@ -548,13 +615,14 @@ fn declare_helpers(
     call_conv: cranelift_codegen::isa::CallConv,
 ) -> Result<HelperIds, String> {
     use cranelift_codegen::ir::{AbiParam, Signature, types::*};
-    let mut declare = |name: &str, params: &[cranelift_codegen::ir::Type], ret: cranelift_codegen::ir::Type| {
-        let mut sig = Signature::new(call_conv);
-        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
-        sig.returns.push(AbiParam::new(ret));
-        jit.declare_function(name, Linkage::Import, &sig)
-            .map_err(|e| e.to_string())
-    };
+    let mut declare =
+        |name: &str, params: &[cranelift_codegen::ir::Type], ret: cranelift_codegen::ir::Type| {
+            let mut sig = Signature::new(call_conv);
+            sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+            sig.returns.push(AbiParam::new(ret));
+            jit.declare_function(name, Linkage::Import, &sig)
+                .map_err(|e| e.to_string())
+        };
     Ok(HelperIds {
         slow_op: declare("toy_jit_slow_op", &[I64, I32, I64, I32], I32)?,
         pop: declare("toy_jit_pop", &[I64, I32, I32, I64, I64], I32)?,
@@ -585,7 +653,9 @@ fn callee_first_order(module: &vm::bytecode::Module) -> Vec<u32> {
         seen[root as usize] = true;
         while let Some((f, at)) = stack.pop() {
             let code = &module.functions[f as usize].code;
-            let next_call = code[at..].iter().position(|op| matches!(op, vm::bytecode::Op::Call { .. }));
+            let next_call = code[at..]
+                .iter()
+                .position(|op| matches!(op, vm::bytecode::Op::Call { .. }));
             match next_call {
                 Some(i) => {
                     stack.push((f, at + i + 1));
@@ -635,7 +705,8 @@ impl TierUp for Jit {
             vm.funcs[func as usize].hotness = i32::MAX;
             return None;
         }
-        self.compile_functions(vm, &[func]);
+        let batch = self.with_run_callees(vm, func);
+        self.compile_functions(vm, &batch);
         self.natives[func as usize]?;
         vm.entry(func)
     }
@@ -643,6 +714,12 @@ impl TierUp for Jit {
     fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn> {
         vm.funcs[func as usize].hotness = i32::MAX;
         self.options.threshold?;
+        // A function hot enough for OSR gets compiled whole too, so its
+        // later calls run the native code from their start.
+        if self.natives[func as usize].is_none() && !self.failed[func as usize] {
+            let batch = self.with_run_callees(vm, func);
+            self.compile_functions(vm, &batch);
+        }
         if let Some(&cached) = self.osr.get(&(func, pc)) {
             return cached;
         }
@@ -653,7 +730,9 @@ impl TierUp for Jit {
             .jit
             .declare_function(&name, Linkage::Local, &translate::osr_signature(call_conv))
             .map_err(|e| e.to_string())
-            .and_then(|id| self.define_body(vm, func, id, &name, Variant::Osr { pc }, Install::Osr(pc)))
+            .and_then(|id| {
+                self.define_body(vm, func, id, &name, Variant::Osr { pc }, Install::Osr(pc))
+            })
             .and_then(|()| self.finish_batch(vm));
         if let Err(e) = defined {
             eprintln!("toyvm: JIT: cannot compile {name}: {e}");

@@ -42,8 +42,8 @@
 use std::collections::HashMap;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{MemFlagsData,
-    self, AbiParam, Block, FuncRef, InstBuilder, Signature, SourceLoc, Value, types,
+use cranelift_codegen::ir::{
+    self, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, SourceLoc, Value, types,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -143,8 +143,10 @@ pub struct Env<'a> {
 enum Slot {
     /// A scalar typed register in a variable of this type.
     Var(Variable, ir::Type),
-    /// A reference register: always in its frame slot.
-    Frame,
+    /// A reference register: in a variable, and written through to its
+    /// frame slot at every definition (the GC root invariant; objects never
+    /// move, so reads can use the variable).
+    Ref(Variable),
     /// A call-area slot: an `i64` variable of bits.
     Arg(Variable),
 }
@@ -209,7 +211,7 @@ impl Translator<'_, '_> {
         let f = self.f;
         for (r, ty) in f.reg_types.iter().enumerate() {
             let slot = if ty.is_ref() {
-                Slot::Frame
+                Slot::Ref(b.declare_var(types::I64))
             } else {
                 let cty = clif_type(ty);
                 Slot::Var(b.declare_var(cty), cty)
@@ -270,8 +272,7 @@ impl Translator<'_, '_> {
         for slot in self.slots.clone() {
             match slot {
                 Slot::Var(v, ty) => b.def_var(v, if ty == types::F64 { zero_f } else { zero_i }),
-                Slot::Arg(v) => b.def_var(v, zero_i),
-                Slot::Frame => {}
+                Slot::Arg(v) | Slot::Ref(v) => b.def_var(v, zero_i),
             }
         }
     }
@@ -280,7 +281,9 @@ impl Translator<'_, '_> {
     fn prologue(&mut self, b: &mut FunctionBuilder<'_>, args: &[Value]) {
         let (vm, base) = (self.vm, self.base);
         let depth = b.ins().load(types::I64, flags(), vm, offsets::DEPTH as i32);
-        let max = b.ins().load(types::I64, flags(), vm, offsets::MAX_DEPTH as i32);
+        let max = b
+            .ins()
+            .load(types::I64, flags(), vm, offsets::MAX_DEPTH as i32);
         let depth1 = b.ins().iadd_imm_s(depth, 1);
         let over = b.ins().icmp(IntCC::UnsignedGreaterThan, depth1, max);
         let too_deep = b.create_block();
@@ -298,7 +301,9 @@ impl Translator<'_, '_> {
 
         b.switch_to_block(ok);
         b.ins().store(flags(), depth1, vm, offsets::DEPTH as i32);
-        let frames = b.ins().load(types::I64, flags(), vm, offsets::FRAMES as i32);
+        let frames = b
+            .ins()
+            .load(types::I64, flags(), vm, offsets::FRAMES as i32);
         let rec_off = b.ins().ishl_imm_u(depth1, 4);
         let rec = b.ins().iadd(frames, rec_off);
         b.ins().store(flags(), base, rec, 0);
@@ -320,13 +325,10 @@ impl Translator<'_, '_> {
         }
     }
 
-    /// OSR entry: every typed scalar register from its frame slot.
+    /// OSR entry: every typed register from its frame slot.
     fn load_all_registers(&mut self, b: &mut FunctionBuilder<'_>) {
-        for (r, slot) in self.slots.clone().into_iter().enumerate() {
-            if let Slot::Var(v, ty) = slot {
-                let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
-                b.def_var(v, value);
-            }
+        for r in 0..self.f.num_typed() {
+            self.reload(b, r);
         }
     }
 
@@ -353,8 +355,7 @@ impl Translator<'_, '_> {
     /// Reads register `r` in its natural representation.
     fn read(&self, b: &mut FunctionBuilder<'_>, r: Reg) -> Value {
         match self.slots[r as usize] {
-            Slot::Var(v, _) | Slot::Arg(v) => b.use_var(v),
-            Slot::Frame => b.ins().load(types::I64, flags(), self.base, slot_offset(r as usize)),
+            Slot::Var(v, _) | Slot::Arg(v) | Slot::Ref(v) => b.use_var(v),
         }
     }
 
@@ -383,8 +384,9 @@ impl Translator<'_, '_> {
                 let value = convert(b, value, types::I64);
                 b.def_var(v, value);
             }
-            Slot::Frame => {
+            Slot::Ref(v) => {
                 let value = convert(b, value, types::I64);
+                b.def_var(v, value);
                 b.ins().store(flags(), value, self.base, slot_offset(r));
             }
         }
@@ -405,11 +407,10 @@ impl Translator<'_, '_> {
                 let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
                 b.def_var(v, value);
             }
-            Slot::Arg(v) => {
+            Slot::Arg(v) | Slot::Ref(v) => {
                 let value = b.ins().load(types::I64, flags(), self.base, slot_offset(r));
                 b.def_var(v, value);
             }
-            Slot::Frame => {}
         }
     }
 
@@ -425,7 +426,8 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
                 if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
                     emit_shadow_pop(b, frame, depth);
                 }
@@ -480,7 +482,8 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
                 if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
                     emit_shadow_pop(b, frame, depth);
                 }
@@ -587,7 +590,15 @@ impl Translator<'_, '_> {
 
     /// Integer division or remainder with the interpreter's semantics:
     /// error on zero, `i64::MIN / -1` wraps (Cranelift's `sdiv` would trap).
-    fn div_rem(&mut self, b: &mut FunctionBuilder<'_>, dst: Reg, x: Value, y: Value, pc: usize, rem: bool) {
+    fn div_rem(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        dst: Reg,
+        x: Value,
+        y: Value,
+        pc: usize,
+        rem: bool,
+    ) {
         let is_zero = b.ins().icmp_imm_s(IntCC::Equal, y, 0);
         let code = if rem {
             codes::MODULO_BY_ZERO
@@ -612,7 +623,13 @@ impl Translator<'_, '_> {
 
     /// Loads the length of array `arr` and checks `idx` against it;
     /// returns the element address.
-    fn element_address(&mut self, b: &mut FunctionBuilder<'_>, arr: Reg, idx: Reg, pc: usize) -> Value {
+    fn element_address(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        arr: Reg,
+        idx: Reg,
+        pc: usize,
+    ) -> Value {
         let a = self.read_i(b, arr);
         let i = self.read_i(b, idx);
         let len = b.ins().load(types::I64, flags(), a, self.env.array.len);
@@ -628,9 +645,24 @@ impl Translator<'_, '_> {
         b.ins().iadd(data, off)
     }
 
-    fn call(&mut self, b: &mut FunctionBuilder<'_>, callee: u16, base_reg: Reg, dst: Reg, pc: usize) {
+    fn call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        callee: u16,
+        base_reg: Reg,
+        dst: Reg,
+        pc: usize,
+    ) {
         let cf = &self.env.module.functions[callee as usize];
-        let callee_base = b.ins().iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
+        // Not while profiling: an inlined callee would have no frame on the
+        // vmprof shadow stack, and its time would go to the caller.
+        if self.env.shadow.is_none() && is_inlinable_leaf(cf) {
+            self.inline_leaf(b, callee, base_reg, dst, pc);
+            return;
+        }
+        let callee_base = b
+            .ins()
+            .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
         let (status, result) = match self.env.natives[callee as usize] {
             Some(id) => {
                 let mut args = vec![self.vm, callee_base];
@@ -646,11 +678,15 @@ impl Translator<'_, '_> {
                 for i in 0..cf.params.len() {
                     self.spill(b, base_reg as usize + i);
                 }
-                let table = b.ins().load(types::I64, flags(), self.vm, offsets::ENTRY_TABLE as i32);
+                let table = b
+                    .ins()
+                    .load(types::I64, flags(), self.vm, offsets::ENTRY_TABLE as i32);
                 let entry = b.ins().load(types::I64, flags(), table, callee as i32 * 8);
                 let sig = b.import_signature(entry_signature(self.env.call_conv));
                 let func = b.ins().iconst(types::I32, callee as i64);
-                let inst = b.ins().call_indirect(sig, entry, &[self.vm, func, callee_base]);
+                let inst = b
+                    .ins()
+                    .call_indirect(sig, entry, &[self.vm, func, callee_base]);
                 (b.inst_results(inst)[0], None)
             }
         };
@@ -667,6 +703,87 @@ impl Translator<'_, '_> {
             };
             self.write(b, dst as usize, value);
         }
+    }
+
+    /// Translates a call of a small straight-line leaf (see
+    /// [`is_inlinable_leaf`]) in place: its registers become fresh
+    /// variables, its parameters the argument values. Such a callee cannot
+    /// fail, allocate or call, so it needs no frame record; only the depth
+    /// limit stays observable, so it is still checked (and reported exactly
+    /// as a real call would: the callee fails, the caller adds its entry).
+    fn inline_leaf(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        callee: u16,
+        base_reg: Reg,
+        dst: Reg,
+        pc: usize,
+    ) {
+        let cf = &self.env.module.functions[callee as usize];
+        let depth = b.ins().load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+        let max = b.ins().load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
+        let too_deep = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
+        self.check_status(b, too_deep, |t, b| {
+            let exceeded = t.helper(b, t.env.helpers.depth_exceeded);
+            b.ins().call(exceeded, &[t.vm]);
+            let push = t.helper(b, t.env.helpers.push_trace);
+            let func = b.ins().iconst(types::I32, t.env.func as i64);
+            let pcv = b.ins().iconst(types::I32, pc as i64);
+            b.ins().call(push, &[t.vm, func, pcv]);
+        });
+        let mut slots = Vec::with_capacity(cf.reg_types.len());
+        for ty in &cf.reg_types {
+            let cty = clif_type(ty);
+            slots.push(Slot::Var(b.declare_var(cty), cty));
+        }
+        for (i, (_, ty)) in cf.params.iter().enumerate() {
+            let v = self.read_as(b, base_reg + i as u8, clif_type(ty));
+            if let Slot::Var(var, _) = slots[i] {
+                b.def_var(var, v);
+            }
+        }
+        let env = Env {
+            module: self.env.module,
+            func: callee as u32,
+            consts: &[],
+            natives: self.env.natives,
+            helpers: self.env.helpers,
+            array: self.env.array,
+            call_conv: self.env.call_conv,
+            // Only reached when not profiling (see `call`).
+            shadow: None,
+        };
+        let mut inner = Translator {
+            f: cf,
+            env: &env,
+            jit: &mut *self.jit,
+            slots,
+            blocks: HashMap::new(),
+            refs: HashMap::new(),
+            vm: self.vm,
+            base: self.base,
+            depth0: None,
+            shadow_depth0: None,
+            error_exit: None,
+            variant: self.variant,
+        };
+        let srcloc = b.srcloc();
+        for (at, op) in cf.code.iter().enumerate() {
+            match *op {
+                Op::Return { src } => {
+                    let v = inner.read(b, src);
+                    self.write(b, dst as usize, v);
+                    break;
+                }
+                Op::ReturnVoid => break,
+                // Only string constants use the runtime pool, and an
+                // inlinable leaf has no reference registers to load them.
+                _ => {
+                    inner.instruction(b, at);
+                }
+            }
+        }
+        b.set_srcloc(srcloc);
     }
 
     /// Runs `op` through a memory-based helper: stores its scalar operands,
@@ -713,7 +830,9 @@ impl Translator<'_, '_> {
                 let v = match self.f.consts[k as usize] {
                     Const::Int(i) => b.ins().iconst(types::I64, i),
                     Const::Float(x) => b.ins().f64const(x),
-                    Const::Str(_) => b.ins().iconst(types::I64, self.env.consts[k as usize] as i64),
+                    Const::Str(_) => b
+                        .ins()
+                        .iconst(types::I64, self.env.consts[k as usize] as i64),
                 };
                 self.write(b, dst as usize, v);
             }
@@ -986,6 +1105,66 @@ impl Translator<'_, '_> {
         self.branch(b, c, target, pc);
         true
     }
+}
+
+/// Most instructions a callee may have to be inlined.
+const INLINE_MAX_OPS: usize = 24;
+
+/// A callee [`Translator::inline_leaf`] can expand: short, straight-line
+/// up to its first return, only scalar registers, and only instructions
+/// that cannot fail, allocate, call or touch memory.
+pub fn is_inlinable_leaf(f: &Function) -> bool {
+    // Straight-line code: everything after the first return is unreachable
+    // (the compiler may append a `ReturnVoid` there).
+    let Some(ret) = f
+        .code
+        .iter()
+        .position(|op| matches!(op, Op::Return { .. } | Op::ReturnVoid))
+    else {
+        return false;
+    };
+    let body = &f.code[..ret];
+    ret < INLINE_MAX_OPS
+        && f.reg_types.iter().all(|t| !t.is_ref())
+        && f.frame_size as usize == f.num_typed()
+        && body.iter().all(|op| {
+            matches!(
+                op,
+                Op::Move { .. }
+                    | Op::LoadInt { .. }
+                    | Op::LoadConst { .. }
+                    | Op::AddI { .. }
+                    | Op::SubI { .. }
+                    | Op::MulI { .. }
+                    | Op::AndI { .. }
+                    | Op::OrI { .. }
+                    | Op::XorI { .. }
+                    | Op::ShlI { .. }
+                    | Op::ShrI { .. }
+                    | Op::NegI { .. }
+                    | Op::AddIImm { .. }
+                    | Op::MulIImm { .. }
+                    | Op::DivIImm { .. }
+                    | Op::RemIImm { .. }
+                    | Op::AddF { .. }
+                    | Op::SubF { .. }
+                    | Op::MulF { .. }
+                    | Op::DivF { .. }
+                    | Op::NegF { .. }
+                    | Op::EqI { .. }
+                    | Op::NeI { .. }
+                    | Op::LtI { .. }
+                    | Op::LeI { .. }
+                    | Op::EqF { .. }
+                    | Op::NeF { .. }
+                    | Op::LtF { .. }
+                    | Op::LeF { .. }
+                    | Op::Not { .. }
+                    | Op::IntToFloat { .. }
+                    | Op::FloatToInt { .. }
+                    | Op::Sqrt { .. }
+            )
+        })
 }
 
 /// Reinterprets `v` as `ty` (same bits) when the types differ.

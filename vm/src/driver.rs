@@ -55,6 +55,9 @@ pub struct Options {
     /// Record a VMProf-style profile of the Toy call stack (see
     /// [`crate::vmprof`]).
     pub vmprof: Option<VmprofOptions>,
+    /// Write stdout out after every `print` instead of in 64 KiB chunks.
+    /// [`run`] turns it on when stdout is a terminal.
+    pub line_buffered: bool,
     /// The JIT to run with; `None` interprets everything.
     pub tier_up: Option<TierUpFactory>,
 }
@@ -64,6 +67,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("max_depth", &self.max_depth)
             .field("gc_stress", &self.gc_stress)
+            .field("line_buffered", &self.line_buffered)
             .field("tier_up", &self.tier_up.is_some())
             .field("vmprof", &self.vmprof)
             .finish()
@@ -76,6 +80,7 @@ impl Default for Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
             vmprof: None,
+            line_buffered: false,
             tier_up: None,
         }
     }
@@ -121,10 +126,16 @@ pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
 pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {
+    // SAFETY: isatty only inspects the descriptor.
+    let terminal = unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1;
+    let options = Options {
+        line_buffered: options.line_buffered || terminal,
+        ..options.clone()
+    };
     run_with(
         module,
         args,
-        options,
+        &options,
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     )
@@ -212,9 +223,10 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
-    // Profiling starts before the JIT does: the profiling wrappers go into
-    // the entry table first, and every entry the JIT installs over one
-    // (compiled code, trampolines) keeps the shadow stack itself.
+    vm.out.line_buffered = options.line_buffered;
+    // Profiling starts before the JIT does: the profiling interpreter entry
+    // goes into the entry table first; compiled code the JIT installs over
+    // it pushes for itself, and trampolines call it.
     let profile = options
         .vmprof
         .as_ref()

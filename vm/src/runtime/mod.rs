@@ -98,10 +98,13 @@ pub struct FnRuntime {
 }
 
 /// Buffered stdout: one buffer, written to the sink when it grows large,
-/// before an error message, and at exit.
+/// before an error message, and at exit; after every `print` too when
+/// `line_buffered` (a terminal is watching, as C's stdio does).
 pub struct Output<'m> {
     buf: Vec<u8>,
     sink: &'m mut (dyn Write + Send),
+    /// Write out after every `print`.
+    pub line_buffered: bool,
 }
 
 /// Flush the output buffer when it holds this much.
@@ -111,7 +114,7 @@ impl Output<'_> {
     /// Appends text; writes the buffer out if it is full.
     pub fn write(&mut self, text: &[u8]) -> Result<(), RuntimeError> {
         self.buf.extend_from_slice(text);
-        if self.buf.len() >= OUTPUT_CHUNK {
+        if self.buf.len() >= OUTPUT_CHUNK || self.line_buffered {
             self.flush()?;
         }
         Ok(())
@@ -250,6 +253,7 @@ impl<'m> Vm<'m> {
             out: Output {
                 buf: Vec::with_capacity(OUTPUT_CHUNK + 4096),
                 sink: stdout,
+                line_buffered: false,
             },
             error: None,
             trace: Vec::new(),
@@ -355,11 +359,26 @@ mod tests {
             let mut out = Output {
                 buf: Vec::new(),
                 sink: &mut sink,
+                line_buffered: false,
             };
             out.write(b"hi\n").unwrap();
             out.flush().unwrap();
         }
         assert_eq!(sink, b"hi\n");
+    }
+
+    #[test]
+    fn line_buffered_output_is_written_at_once() {
+        let mut sink: Vec<u8> = Vec::new();
+        let mut out = Output {
+            buf: Vec::new(),
+            sink: &mut sink,
+            line_buffered: true,
+        };
+        out.write(b"now\n").unwrap();
+        assert!(out.buf.is_empty());
+        drop(out);
+        assert_eq!(sink, b"now\n");
     }
 
     struct Broken;
@@ -378,6 +397,7 @@ mod tests {
         let mut out = Output {
             buf: Vec::new(),
             sink: &mut sink,
+            line_buffered: false,
         };
         out.write(b"x").unwrap();
         assert!(matches!(out.flush(), Err(RuntimeError::Output(_))));
