@@ -15,6 +15,11 @@
 //!   gets its own tiny trampoline `(vm, func, base) -> interp_entry(vm,
 //!   <func>, base)` (a normal call, so its frame stays on the stack), built
 //!   in one batch, so perf attributes interpreter time to Toy functions.
+//! * **Profiling.** While `toyvm run --vmprof` profiles, native functions
+//!   push and pop their function on the vmprof shadow stack inline
+//!   ([`shadow_stack`]); trampolines call the profiling interpreter entry;
+//!   OSR variants and shims push nothing (the frame is already pushed, or
+//!   the native function pushes it).
 //! * **Reporting.** Every region (native, shim, OSR variant, trampoline) goes
 //!   to `perfsupport` with its final address and size, Cranelift's unwind
 //!   info and a line table from bytecode positions, after its batch is
@@ -29,6 +34,7 @@ pub mod disasm;
 pub mod helpers;
 pub mod layout;
 pub mod names;
+pub mod shadow_stack;
 pub mod system_unwind;
 pub mod translate;
 
@@ -50,6 +56,7 @@ use vm::runtime::{EntryFn, Vm};
 
 use layout::ArrayLayout;
 use names::{NameKind, region_name};
+use shadow_stack::ShadowFrame;
 use translate::{Env, HelperIds, Variant};
 
 /// Default `--jit-threshold`: calls plus back-edges before a function is
@@ -92,6 +99,9 @@ pub struct Jit {
     cie: Option<CommonInformationEntry>,
     helpers: HelperIds,
     interp_entry: FuncId,
+    /// The interpreter entry that keeps the vmprof shadow stack, for
+    /// trampolines made while `--vmprof` profiles.
+    profiled_interp_entry: FuncId,
     array: ArrayLayout,
     /// Native function of each compiled function.
     natives: Vec<Option<FuncId>>,
@@ -159,6 +169,7 @@ impl Jit {
             builder.symbol(name, ptr);
         }
         builder.symbol("toy_interp_entry", vm::interp::interp_entry as *const u8);
+        builder.symbol("toy_profiled_interp_entry", vm::interp::profiled_interp_entry as *const u8);
         let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
         builder.memory_provider(Box::new(memory));
         let mut jit = JITModule::new(builder);
@@ -171,6 +182,9 @@ impl Jit {
                 &translate::entry_signature(call_conv),
             )
             .map_err(|e| e.to_string())?;
+        let profiled_interp_entry = jit
+            .declare_function("toy_profiled_interp_entry", Linkage::Import, &translate::entry_signature(call_conv))
+            .map_err(|e| e.to_string())?;
         let cie = isa.create_systemv_cie();
         Ok(Jit {
             ctx: jit.make_context(),
@@ -180,6 +194,7 @@ impl Jit {
             cie,
             helpers,
             interp_entry,
+            profiled_interp_entry,
             array,
             natives: Vec::new(),
             failed: Vec::new(),
@@ -250,6 +265,11 @@ impl Jit {
             helpers: self.helpers,
             array: self.array,
             call_conv,
+            // OSR code continues a frame the interpreter already pushed.
+            shadow: match variant {
+                Variant::Native => vm.vmprof_code_id(func).map(ShadowFrame::current_thread),
+                Variant::Osr { .. } => None,
+            },
         };
         {
             let mut builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -367,7 +387,13 @@ impl Jit {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
-            let callee = self.jit.declare_func_in_func(self.interp_entry, b.func);
+            // Replacing the profiling interpreter entry: call it, so the
+            // frame is pushed exactly when the interpreter runs it.
+            let target = match vm.vmprof_code_id(func) {
+                Some(_) => self.profiled_interp_entry,
+                None => self.interp_entry,
+            };
+            let callee = self.jit.declare_func_in_func(target, b.func);
             let fv = b.ins().iconst(types::I32, func as i64);
             // A normal call, never a tail call: the frame must stay visible.
             let call = b.ins().call(callee, &[vmv, fv, base]);

@@ -10,7 +10,9 @@
 //! without one) and the entry ABI's status (`STATUS_OK`/`STATUS_ERROR`).
 //! Its prologue does what `interp_entry` does: the depth check (error
 //! without a trace entry), `depth += 1`, the frame record, zeroing ref
-//! registers; every exit restores `depth`.
+//! registers; every exit restores `depth`. While profiling, the prologue
+//! also pushes the function on the vmprof shadow stack and every exit pops
+//! it ([`crate::shadow_stack`]).
 //!
 //! The **OSR variant** `(vm, base) -> status` of a loop header continues an
 //! interpreted activation: its entry block loads every typed register from
@@ -53,6 +55,7 @@ use vm::runtime::offsets;
 
 use crate::helpers::{codes, is_slow_op};
 use crate::layout::ArrayLayout;
+use crate::shadow_stack::{ShadowFrame, emit_shadow_pop, emit_shadow_push};
 
 /// Which kind of code to generate for a function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +133,9 @@ pub struct Env<'a> {
     pub helpers: HelperIds,
     pub array: ArrayLayout,
     pub call_conv: CallConv,
+    /// While profiling (`toyvm run --vmprof`): the shadow-stack entry the
+    /// native variant pushes in its prologue and pops on every exit.
+    pub shadow: Option<ShadowFrame>,
 }
 
 /// Where a register lives in compiled code.
@@ -163,6 +169,7 @@ pub fn translate(
         vm: Value::from_u32(0),
         base: Value::from_u32(0),
         depth0: None,
+        shadow_depth0: None,
         error_exit: None,
         variant,
         array_fields: HashMap::new(),
@@ -183,6 +190,9 @@ struct Translator<'a, 'j> {
     base: Value,
     /// `vm.depth` on entry (native variant), restored on every exit.
     depth0: Option<Value>,
+    /// The shadow stack's depth on entry (native variant, profiling),
+    /// restored on every exit.
+    shadow_depth0: Option<Value>,
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     variant: Variant,
@@ -293,6 +303,9 @@ impl Translator<'_, '_> {
         let func = b.ins().iconst(types::I32, self.env.func as i64);
         b.ins().store(flags(), func, rec, 8);
         self.depth0 = Some(depth);
+        if let Some(frame) = self.env.shadow {
+            self.shadow_depth0 = Some(emit_shadow_push(b, frame));
+        }
         let nparams = self.f.params.len();
         let zero = b.ins().iconst(types::I64, 0);
         for &r in &self.f.ref_regs {
@@ -408,6 +421,9 @@ impl Translator<'_, '_> {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins()
                     .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
+                    emit_shadow_pop(b, frame, depth);
+                }
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
                 b.ins().return_(&[zero, one]);
@@ -461,6 +477,9 @@ impl Translator<'_, '_> {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins()
                     .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
+                    emit_shadow_pop(b, frame, depth);
+                }
                 let value = match value {
                     Some(v) => convert(b, v, self.ret_type()),
                     None => {
@@ -636,7 +655,9 @@ impl Translator<'_, '_> {
     ) {
         let cf = &self.env.module.functions[callee as usize];
         self.array_fields.clear();
-        if is_inlinable_leaf(cf) {
+        // Not while profiling: an inlined callee would have no frame on the
+        // vmprof shadow stack, and its time would go to the caller.
+        if self.env.shadow.is_none() && is_inlinable_leaf(cf) {
             self.inline_leaf(b, callee, base_reg, dst, pc);
             return;
         }
@@ -734,6 +755,8 @@ impl Translator<'_, '_> {
             helpers: self.env.helpers,
             array: self.env.array,
             call_conv: self.env.call_conv,
+            // Only reached when not profiling (see `call`).
+            shadow: None,
         };
         let mut inner = Translator {
             f: cf,
@@ -745,6 +768,7 @@ impl Translator<'_, '_> {
             vm: self.vm,
             base: self.base,
             depth0: None,
+            shadow_depth0: None,
             error_exit: None,
             variant: self.variant,
             array_fields: HashMap::new(),

@@ -94,6 +94,9 @@ pub struct FnRuntime {
     /// Tier-up countdown: decremented per call and per loop back-edge;
     /// below zero the interpreter asks [`Vm::tier_up`] (see [`tier`]).
     pub hotness: i32,
+    /// The function's vmprof code id while a profiling session runs (see
+    /// [`crate::vmprof`]); read only by the profiling interpreter entry.
+    pub vmprof_id: Option<perfsupport::vmprof::CodeId>,
 }
 
 /// Buffered stdout: one buffer, written to the sink when it grows large,
@@ -236,6 +239,7 @@ impl<'m> Vm<'m> {
                     .filter(|&r| (r as usize) >= f.params.len())
                     .collect(),
                 hotness: i32::MAX,
+                vmprof_id: None,
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
