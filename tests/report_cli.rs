@@ -176,7 +176,10 @@ fn foreign_and_damaged_files_are_rejected_cleanly() {
         path
     };
     assert_rejected(&dir.join("missing.prof"), "cannot read the profile");
-    assert_rejected(&write("empty.prof", b""), "shorter than the 40-byte static header");
+    assert_rejected(
+        &write("empty.prof", b""),
+        "shorter than the 40-byte static header",
+    );
     assert_rejected(&write("script.prof", b"print(1);\n"), "wrong magic");
     // Cut inside a record, and cut at a record boundary (no trailer).
     assert_rejected(

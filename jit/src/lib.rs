@@ -111,7 +111,6 @@ pub struct Jit {
     /// Regions defined but not yet finalized.
     pending: Vec<Pending>,
     profilers: Profilers,
-    with_unwind_for_perf: bool,
     /// Per compile: (name, time) when `options.stats`.
     pub compile_times: Vec<(String, Duration)>,
     /// Filled by [`disasm`]: IR text per pending region.
@@ -150,6 +149,9 @@ impl Jit {
         let mut profilers = Profilers::new();
         if let Some(dir) = &options.jitdump_dir {
             match JitDump::create_in(dir) {
+                Ok(dump) if std::env::var_os(NO_UNWIND_ENV).is_some() => {
+                    profilers.add(Box::new(dump.without_unwinding_records()))
+                }
                 Ok(dump) => profilers.add(Box::new(dump)),
                 Err(e) => eprintln!("toyvm: cannot write the jitdump in {}: {e}", dir.display()),
             }
@@ -169,7 +171,10 @@ impl Jit {
             builder.symbol(name, ptr);
         }
         builder.symbol("toy_interp_entry", vm::interp::interp_entry as *const u8);
-        builder.symbol("toy_profiled_interp_entry", vm::interp::profiled_interp_entry as *const u8);
+        builder.symbol(
+            "toy_profiled_interp_entry",
+            vm::interp::profiled_interp_entry as *const u8,
+        );
         let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
         builder.memory_provider(Box::new(memory));
         let mut jit = JITModule::new(builder);
@@ -183,7 +188,11 @@ impl Jit {
             )
             .map_err(|e| e.to_string())?;
         let profiled_interp_entry = jit
-            .declare_function("toy_profiled_interp_entry", Linkage::Import, &translate::entry_signature(call_conv))
+            .declare_function(
+                "toy_profiled_interp_entry",
+                Linkage::Import,
+                &translate::entry_signature(call_conv),
+            )
             .map_err(|e| e.to_string())?;
         let cie = isa.create_systemv_cie();
         Ok(Jit {
@@ -200,7 +209,6 @@ impl Jit {
             failed: Vec::new(),
             osr: HashMap::new(),
             pending: Vec::new(),
-            with_unwind_for_perf: std::env::var_os(NO_UNWIND_ENV).is_none(),
             profilers,
             options,
             compile_times: Vec::new(),
@@ -468,17 +476,7 @@ impl Jit {
         if let Ok(eh_frame) = perfsupport::unwind::eh_frame_for_register_frame(&regions) {
             system_unwind::register(eh_frame);
         }
-        if !self.profilers.is_empty() {
-            if self.with_unwind_for_perf {
-                self.profilers.register_or_warn(&regions);
-            } else {
-                let bare: Vec<CodeRegion<'_>> = regions
-                    .iter()
-                    .map(|r| CodeRegion { unwind: None, ..*r })
-                    .collect();
-                self.profilers.register_or_warn(&bare);
-            }
-        }
+        self.profilers.register_or_warn(&regions);
         if let Some(listing) = self.listing.as_mut() {
             let n = listing.len();
             for (l, r) in listing[n - regions.len()..].iter_mut().zip(&regions) {

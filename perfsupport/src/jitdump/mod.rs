@@ -79,6 +79,8 @@ pub struct JitDump {
     pid: u32,
     /// Per-process part of the build-id marker.
     salt: u64,
+    /// False only for negative controls (see [`JitDump::without_unwinding_records`]).
+    unwinding_records: bool,
 }
 
 #[derive(Debug)]
@@ -157,7 +159,20 @@ impl JitDump {
             marker,
             pid,
             salt: mix64(u64::from(pid) << 32 ^ created),
+            unwinding_records: true,
         })
+    }
+
+    /// Writes no `JIT_CODE_UNWINDING_INFO` record at all, not even the
+    /// header-only form, so perf's DWARF unwinder stops at every JIT frame
+    /// (it has no frame-pointer fallback for an object without
+    /// `.eh_frame_hdr`).
+    ///
+    /// Only for negative controls: a test that proves stacks unwind *because*
+    /// of the unwinding records must also show that they break without them.
+    pub fn without_unwinding_records(mut self) -> JitDump {
+        self.unwinding_records = false;
+        self
     }
 
     /// Path of the dump file, `None` for a dump built with [`JitDump::from_file`].
@@ -207,7 +222,9 @@ impl ProfilerSink for JitDump {
             if !region.lines.is_empty() {
                 format::put_debug_info(buffer, region, monotonic_ns());
             }
-            format::put_unwinding_info(buffer, unwind, monotonic_ns());
+            if self.unwinding_records {
+                format::put_unwinding_info(buffer, unwind, monotonic_ns());
+            }
             let code_index = *next_code_index;
             *next_code_index += 1;
             let load = CodeLoad {
