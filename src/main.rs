@@ -28,6 +28,9 @@ enum Command {
     },
     /// Print the bytecode of every function, with source lines.
     Disasm {
+        /// Show each function's Cranelift IR and machine code instead.
+        #[arg(long)]
+        jit: bool,
         /// The script (`*.toy`).
         script: PathBuf,
     },
@@ -42,7 +45,26 @@ struct RunArgs {
     /// Compile a function once its calls plus loop back-edges reach N;
     /// 0 compiles every function before it first runs.
     #[arg(long, value_name = "N", conflicts_with = "no_jit")]
-    jit_threshold: Option<u64>,
+    jit_threshold: Option<u32>,
+
+    /// Write /tmp/perf-<pid>.map for `perf report`, and run interpreted
+    /// functions through per-function trampolines so perf names them.
+    #[arg(long)]
+    perf: bool,
+
+    /// Write jit-<pid>.dump (with unwind and line info) for
+    /// `perf record -k 1` + `perf inject --jit`; trampolines as for --perf.
+    #[arg(long)]
+    perf_jitdump: bool,
+
+    /// Directory of the jitdump [default: $JITDUMPDIR, else /tmp]. It must
+    /// not start with /tmp/perf- (perf would misread the files there).
+    #[arg(long, value_name = "DIR")]
+    perf_dir: Option<PathBuf>,
+
+    /// Print each JIT compilation's time to stderr.
+    #[arg(long)]
+    jit_stats: bool,
 
     /// The call-depth limit: deeper calls stop the script with an error.
     #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH,
@@ -67,24 +89,50 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Command::Run(run) => run_script(run),
         Command::Check { script } => load(&script).map(|_| 0),
-        Command::Disasm { script } => load(&script).map(|module| {
+        Command::Disasm { jit: false, script } => load(&script).map(|module| {
             print!("{}", vm::disasm::disassemble(&module));
             0
         }),
+        Command::Disasm { jit: true, script } => {
+            load(&script).and_then(|module| match jit::disasm::disassemble(&module) {
+                Ok(text) => {
+                    print!("{text}");
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Err(())
+                }
+            })
+        }
     };
     ExitCode::from(status.unwrap_or(1))
 }
 
 fn run_script(run: RunArgs) -> Result<u8, ()> {
     let module = load(&run.script)?;
+    let jit_options = jit::JitOptions {
+        threshold: (!run.no_jit).then(|| run.jit_threshold.unwrap_or(jit::DEFAULT_THRESHOLD)),
+        perf_map: run.perf,
+        jitdump_dir: run.perf_jitdump.then(|| {
+            run.perf_dir
+                .or_else(|| std::env::var_os("JITDUMPDIR").map(PathBuf::from))
+                .unwrap_or_else(|| PathBuf::from("/tmp"))
+        }),
+        stats: run.jit_stats,
+    };
+    // Pure interpretation needs no hook at all: calls take the fastest path.
+    let wanted = jit_options.threshold.is_some() || run.perf || run.perf_jitdump;
+    let tier_up: Option<vm::driver::TierUpFactory> = wanted.then(|| {
+        let make = move || jit::tier_up(jit_options.clone());
+        std::sync::Arc::new(make) as vm::driver::TierUpFactory
+    });
     let options = vm::driver::Options {
         max_depth: run.max_depth,
         gc_stress: run.gc_stress,
+        tier_up,
         ..vm::driver::Options::default()
     };
-    // The JIT tier is not built yet: `--jit-threshold` is accepted so scripts
-    // and tests can already pass it, and every tier runs the interpreter.
-    let _ = (run.no_jit, run.jit_threshold);
     Ok(vm::driver::run(&module, run.args, &options) as u8)
 }
 

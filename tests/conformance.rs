@@ -20,9 +20,18 @@ use std::path::{Path, PathBuf};
 use common::{ToyRun, repo_root, toyvm};
 
 /// The tiers every program runs in: the flags given to `toyvm run`.
-/// `--gc-stress` collects at every allocation and poisons freed objects,
-/// so a missing GC root shows up as a mismatch here.
-const TIERS: &[&[&str]] = &[&["--no-jit"], &["--no-jit", "--gc-stress"]];
+/// The interpreter, the interpreter collecting at every allocation
+/// (`--gc-stress` poisons freed objects, so a missing GC root shows up as a
+/// mismatch here), the default tier (tier-up at the default threshold),
+/// everything compiled before it runs, and a tiny threshold that mixes
+/// interpreted and compiled frames and enters loops through OSR.
+const TIERS: &[&[&str]] = &[
+    &["--no-jit"],
+    &["--no-jit", "--gc-stress"],
+    &[],
+    &["--jit-threshold", "0"],
+    &["--jit-threshold", "2"],
+];
 
 /// What a program's comments say it must do.
 #[derive(Debug, Default)]

@@ -1,5 +1,717 @@
 //! toyvm's Cranelift tier.
 //!
-//! Empty until the JIT issue lands: hot functions will be compiled from
-//! their typed bytecode to Cranelift IR, and interpreted functions will get
-//! per-function interpreter-entry trampolines so perf sees them by name.
+//! [`Jit`] implements the interpreter's [`TierUp`] hook:
+//!
+//! * **Tier-up.** Every function starts with a countdown of
+//!   [`JitOptions::threshold`] calls plus loop back-edges (counted by the
+//!   interpreter, see `vm::runtime::tier`). When it runs out at a call, the
+//!   function is compiled (native function + entry shim, [`translate`]) and
+//!   its entry-table slot becomes the shim; when it runs out at a back-edge,
+//!   an OSR variant for that loop header is compiled and the interpreter
+//!   finishes the activation in it. Threshold 0 compiles every function at
+//!   start, callees first, so compiled code calls compiled code directly.
+//! * **Trampolines.** With a profiler sink ([`JitOptions::perf_map`],
+//!   [`JitOptions::jitdump_dir`]), every function that is still interpreted
+//!   gets its own tiny trampoline `(vm, func, base) -> interp_entry(vm,
+//!   <func>, base)` (a normal call, so its frame stays on the stack), built
+//!   in one batch, so perf attributes interpreter time to Toy functions.
+//! * **Reporting.** Every region (native, shim, OSR variant, trampoline) goes
+//!   to `perfsupport` with its final address and size, Cranelift's unwind
+//!   info and a line table from bytecode positions, after its batch is
+//!   finalized; its `.eh_frame` is also registered with the system unwinder
+//!   ([`system_unwind`]). Region names: see [`names`].
+//!
+//! Code memory is [`code_memory::CodeMemory`]; runtime helpers are in
+//! [`helpers`]; `toyvm disasm --jit` is [`disasm`].
+
+pub mod code_memory;
+pub mod disasm;
+pub mod helpers;
+pub mod layout;
+pub mod names;
+pub mod system_unwind;
+pub mod translate;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, SourceLoc, UserFuncName, types};
+use cranelift_codegen::isa::unwind::UnwindInfo as ClifUnwind;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{Context, isa::OwnedTargetIsa};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module};
+use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, UnwindInfo};
+use vm::runtime::tier::{OsrFn, TierUp};
+use vm::runtime::{EntryFn, Vm};
+
+use layout::ArrayLayout;
+use names::{NameKind, region_name};
+use translate::{Env, HelperIds, Variant};
+
+/// Default `--jit-threshold`: calls plus back-edges before a function is
+/// compiled. A compile costs about 50-100 µs, roughly what the interpreter
+/// spends on 1000 calls of a small function or 1000 iterations of a small
+/// loop, so by the time a function tiers up it has already proven it runs
+/// long enough to repay the compile, and functions run a handful of times
+/// (set-up code, error paths) never pay for one.
+pub const DEFAULT_THRESHOLD: u32 = 1000;
+
+/// Test-only: `TOYVM_JITDUMP_NO_UNWIND=1` leaves the unwinding records out
+/// of perf output (the negative control of `tests/perf_e2e.rs`).
+pub const NO_UNWIND_ENV: &str = "TOYVM_JITDUMP_NO_UNWIND";
+
+/// Test-only: `TOYVM_JIT_BACKTRACE=1` makes the `print` of a runtime
+/// helper called from compiled code write a Rust backtrace to stderr first
+/// (checks the `__register_frame` registration; see `tests/jit_backtrace.rs`).
+pub const BACKTRACE_ENV: &str = "TOYVM_JIT_BACKTRACE";
+
+/// How the JIT runs.
+#[derive(Clone, Debug, Default)]
+pub struct JitOptions {
+    /// Compile after this many calls plus back-edges; `None` never compiles.
+    pub threshold: Option<u32>,
+    /// Write `/tmp/perf-<pid>.map` (and build trampolines).
+    pub perf_map: bool,
+    /// Write `<dir>/jit-<pid>.dump` (and build trampolines).
+    pub jitdump_dir: Option<PathBuf>,
+    /// Print each compile's time and size to stderr.
+    pub stats: bool,
+}
+
+/// The Cranelift tier (see the crate docs).
+pub struct Jit {
+    options: JitOptions,
+    jit: JITModule,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    isa: OwnedTargetIsa,
+    cie: Option<CommonInformationEntry>,
+    helpers: HelperIds,
+    interp_entry: FuncId,
+    array: ArrayLayout,
+    /// Native function of each compiled function.
+    natives: Vec<Option<FuncId>>,
+    /// Functions whose compilation failed (never retried).
+    failed: Vec<bool>,
+    osr: HashMap<(u32, u32), Option<OsrFn>>,
+    /// Regions defined but not yet finalized.
+    pending: Vec<Pending>,
+    profilers: Profilers,
+    with_unwind_for_perf: bool,
+    /// Per compile: (name, time) when `options.stats`.
+    pub compile_times: Vec<(String, Duration)>,
+    /// Filled by [`disasm`]: IR text per pending region.
+    listing: Option<Vec<disasm::Listing>>,
+}
+
+/// One defined region waiting for `finalize_definitions`.
+struct Pending {
+    id: FuncId,
+    name: String,
+    kind: RegionKind,
+    func: u32,
+    size: usize,
+    fde: Option<FrameDescriptionEntry>,
+    /// (code offset, bytecode index) rows, sorted.
+    rows: Vec<(u32, Option<u32>)>,
+    /// What to install once final.
+    install: Install,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Install {
+    Nothing,
+    Entry,
+    Osr(u32),
+}
+
+impl Jit {
+    /// Creates the JIT and opens the profiler outputs (before any code
+    /// exists, as jitdump requires). A profiler file that cannot be opened
+    /// is reported on stderr in one line and skipped.
+    ///
+    /// # Errors
+    /// A message if the host ISA or the code memory is unavailable.
+    pub fn new(options: JitOptions) -> Result<Jit, String> {
+        let mut profilers = Profilers::new();
+        if let Some(dir) = &options.jitdump_dir {
+            match JitDump::create_in(dir) {
+                Ok(dump) => profilers.add(Box::new(dump)),
+                Err(e) => eprintln!("toyvm: cannot write the jitdump in {}: {e}", dir.display()),
+            }
+        }
+        if options.perf_map {
+            let map = PerfMap::new();
+            match map.open() {
+                Ok(()) => profilers.add(Box::new(map)),
+                Err(e) => eprintln!("toyvm: cannot write the perf map: {e}"),
+            }
+        }
+        let array = ArrayLayout::probe().ok_or("unsupported Vec layout")?;
+        let isa = make_isa()?;
+        let mut builder =
+            JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
+        for (name, ptr) in helpers::symbols() {
+            builder.symbol(name, ptr);
+        }
+        builder.symbol("toy_interp_entry", vm::interp::interp_entry as *const u8);
+        let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
+        builder.memory_provider(Box::new(memory));
+        let mut jit = JITModule::new(builder);
+        let call_conv = isa.default_call_conv();
+        let helpers = declare_helpers(&mut jit, call_conv)?;
+        let interp_entry = jit
+            .declare_function(
+                "toy_interp_entry",
+                Linkage::Import,
+                &translate::entry_signature(call_conv),
+            )
+            .map_err(|e| e.to_string())?;
+        let cie = isa.create_systemv_cie();
+        Ok(Jit {
+            ctx: jit.make_context(),
+            fctx: FunctionBuilderContext::new(),
+            jit,
+            isa,
+            cie,
+            helpers,
+            interp_entry,
+            array,
+            natives: Vec::new(),
+            failed: Vec::new(),
+            osr: HashMap::new(),
+            pending: Vec::new(),
+            with_unwind_for_perf: std::env::var_os(NO_UNWIND_ENV).is_none(),
+            profilers,
+            options,
+            compile_times: Vec::new(),
+            listing: None,
+        })
+    }
+
+    fn trampolines_wanted(&self) -> bool {
+        !self.profilers.is_empty()
+    }
+
+    fn threshold_counter(&self) -> i32 {
+        match self.options.threshold {
+            Some(n) => n.min(i32::MAX as u32) as i32,
+            None => i32::MAX,
+        }
+    }
+
+    /// Defines the native function and entry shim of `func` (not final yet).
+    fn define_native(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
+        let module = vm.module;
+        let call_conv = self.isa.default_call_conv();
+        let f = &module.functions[func as usize];
+        let name = region_name(module, func, NameKind::Jit);
+        let sig = translate::native_signature(f, call_conv);
+        let id = self
+            .jit
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        self.natives[func as usize] = Some(id);
+        let result = self.define_body(vm, func, id, &name, Variant::Native, Install::Nothing);
+        if let Err(e) = result {
+            self.natives[func as usize] = None;
+            return Err(e);
+        }
+        self.define_shim(vm, func, id)
+    }
+
+    /// Translates and defines one function body.
+    fn define_body(
+        &mut self,
+        vm: &Vm<'_>,
+        func: u32,
+        id: FuncId,
+        name: &str,
+        variant: Variant,
+        install: Install,
+    ) -> Result<(), String> {
+        let call_conv = self.isa.default_call_conv();
+        let module = vm.module;
+        let f = &module.functions[func as usize];
+        self.ctx.func.signature = match variant {
+            Variant::Native => translate::native_signature(f, call_conv),
+            Variant::Osr { .. } => translate::osr_signature(call_conv),
+        };
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let env = Env {
+            module,
+            func,
+            consts: &vm.funcs[func as usize].consts,
+            natives: &self.natives,
+            helpers: self.helpers,
+            array: self.array,
+            call_conv,
+        };
+        {
+            let mut builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            translate::translate(&mut builder, &mut self.jit, &env, variant);
+            builder.finalize(self.jit.target_config());
+        }
+        self.define_current(id, name, RegionKind::JitCode, func, install)
+    }
+
+    /// Defines `self.ctx` as `id` and records it as pending.
+    fn define_current(
+        &mut self,
+        id: FuncId,
+        name: &str,
+        kind: RegionKind,
+        func: u32,
+        install: Install,
+    ) -> Result<(), String> {
+        if let Some(listing) = self.listing.as_mut() {
+            listing.push(disasm::Listing::new(
+                name,
+                func,
+                self.ctx.func.display().to_string(),
+            ));
+        }
+        let defined = self.jit.define_function(id, &mut self.ctx);
+        if let Err(e) = defined {
+            self.jit.clear_context(&mut self.ctx);
+            return Err(format!("{name}: {e:?}"));
+        }
+        let compiled = self.ctx.compiled_code().ok_or("no compiled code")?;
+        let size = compiled.code_buffer().len();
+        let fde = match compiled.create_unwind_info(&*self.isa) {
+            Ok(Some(ClifUnwind::SystemV(info))) => {
+                Some(info.to_fde(perfsupport::unwind::REGION_START))
+            }
+            _ => None,
+        };
+        let rows = compiled
+            .buffer
+            .get_srclocs_sorted()
+            .iter()
+            .map(|s| (s.start, (!s.loc.is_default()).then(|| s.loc.bits())))
+            .collect();
+        self.jit.clear_context(&mut self.ctx);
+        self.pending.push(Pending {
+            id,
+            name: name.to_string(),
+            kind,
+            func,
+            size,
+            fde,
+            rows,
+            install,
+        });
+        Ok(())
+    }
+
+    /// Defines the entry shim of `func`: entry ABI → native call.
+    fn define_shim(&mut self, vm: &Vm<'_>, func: u32, native: FuncId) -> Result<(), String> {
+        let module = vm.module;
+        let f = &module.functions[func as usize];
+        let call_conv = self.isa.default_call_conv();
+        let name = region_name(module, func, NameKind::Entry);
+        let sig = translate::entry_signature(call_conv);
+        let id = self
+            .jit
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            b.set_srcloc(SourceLoc::default());
+            let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
+            let mut args = vec![vmv, base];
+            for (i, (_, ty)) in f.params.iter().enumerate() {
+                let v = b.ins().load(
+                    translate::clif_type(ty),
+                    MemFlagsData::trusted(),
+                    base,
+                    (i * 8) as i32,
+                );
+                args.push(v);
+            }
+            let callee = self.jit.declare_func_in_func(native, b.func);
+            let call = b.ins().call(callee, &args);
+            let (result, status) = (b.inst_results(call)[0], b.inst_results(call)[1]);
+            if f.ret.is_some() {
+                b.ins().store(MemFlagsData::trusted(), result, base, 0);
+            }
+            b.ins().return_(&[status]);
+            b.seal_all_blocks();
+            b.finalize(self.jit.target_config());
+        }
+        self.define_current(id, &name, RegionKind::JitCode, func, Install::Entry)
+    }
+
+    /// Defines the interpreter-entry trampoline of `func`.
+    fn define_trampoline(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
+        let name = region_name(vm.module, func, NameKind::Interp);
+        let sig = translate::entry_signature(self.isa.default_call_conv());
+        let id = self
+            .jit
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
+            let callee = self.jit.declare_func_in_func(self.interp_entry, b.func);
+            let fv = b.ins().iconst(types::I32, func as i64);
+            // A normal call, never a tail call: the frame must stay visible.
+            let call = b.ins().call(callee, &[vmv, fv, base]);
+            let status = b.inst_results(call)[0];
+            b.ins().return_(&[status]);
+            b.seal_all_blocks();
+            b.finalize(self.jit.target_config());
+        }
+        self.define_current(id, &name, RegionKind::Trampoline, func, Install::Entry)
+    }
+
+    /// Finalizes the pending batch, reports it, installs entries.
+    fn finish_batch(&mut self, vm: &mut Vm<'_>) -> Result<(), String> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.jit
+            .finalize_definitions()
+            .map_err(|e| format!("{e:?}"))?;
+        let path = vm.module.path.clone();
+        let mut lines: Vec<Vec<LineEntry<'_>>> = Vec::new();
+        for p in &pending {
+            let f = &vm.module.functions[p.func as usize];
+            let mut rows: Vec<LineEntry<'_>> = Vec::new();
+            for &(offset, pc) in &p.rows {
+                if offset as usize >= p.size {
+                    continue;
+                }
+                let span = pc
+                    .and_then(|pc| f.spans.get(pc as usize).copied())
+                    .unwrap_or(f.span);
+                if rows
+                    .last()
+                    .is_some_and(|r| r.line == span.line && r.column == span.col)
+                {
+                    continue;
+                }
+                rows.push(LineEntry {
+                    offset,
+                    file: &path,
+                    line: span.line,
+                    column: span.col,
+                });
+            }
+            if rows.first().is_none_or(|r| r.offset != 0) {
+                rows.insert(
+                    0,
+                    LineEntry {
+                        offset: 0,
+                        file: &path,
+                        line: f.span.line,
+                        column: f.span.col,
+                    },
+                );
+            }
+            lines.push(rows);
+        }
+        let mut regions = Vec::with_capacity(pending.len());
+        for (p, rows) in pending.iter().zip(&lines) {
+            let start = self.jit.get_finalized_function(p.id);
+            // SAFETY: cranelift-jit placed `size` bytes of final code at
+            // `start` (the size recorded at define time), now mapped
+            // read+exec and never freed (see `code_memory`).
+            let code = unsafe { std::slice::from_raw_parts(start, p.size) };
+            let mut region = CodeRegion::new(code, &p.name, p.kind).with_lines(rows);
+            if let (Some(cie), Some(fde)) = (&self.cie, &p.fde) {
+                region = region.with_unwind(UnwindInfo { cie, fde });
+            }
+            regions.push(region);
+        }
+        if let Ok(eh_frame) = perfsupport::unwind::eh_frame_for_register_frame(&regions) {
+            system_unwind::register(eh_frame);
+        }
+        if !self.profilers.is_empty() {
+            if self.with_unwind_for_perf {
+                self.profilers.register_or_warn(&regions);
+            } else {
+                let bare: Vec<CodeRegion<'_>> = regions
+                    .iter()
+                    .map(|r| CodeRegion { unwind: None, ..*r })
+                    .collect();
+                self.profilers.register_or_warn(&bare);
+            }
+        }
+        if let Some(listing) = self.listing.as_mut() {
+            let n = listing.len();
+            for (l, r) in listing[n - regions.len()..].iter_mut().zip(&regions) {
+                l.set_code(
+                    r.start(),
+                    r.code.to_vec(),
+                    r.lines.iter().map(|e| (e.offset, e.line)).collect(),
+                );
+            }
+        }
+        for p in &pending {
+            let ptr = self.jit.get_finalized_function(p.id);
+            match p.install {
+                Install::Nothing => {}
+                Install::Entry => {
+                    // SAFETY: `ptr` is a finalized function with the entry
+                    // ABI signature (shim or trampoline) for `p.func`.
+                    unsafe {
+                        let entry: EntryFn = std::mem::transmute::<*const u8, EntryFn>(ptr);
+                        vm.set_entry(p.func, entry);
+                    }
+                }
+                Install::Osr(pc) => {
+                    // SAFETY: `ptr` is a finalized OSR variant of `p.func`
+                    // with the `OsrFn` signature.
+                    let osr = unsafe { std::mem::transmute::<*const u8, OsrFn>(ptr) };
+                    self.osr.insert((p.func, pc), Some(osr));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compiles `funcs` (native + shim each) in one batch.
+    fn compile_functions(&mut self, vm: &mut Vm<'_>, funcs: &[u32]) {
+        let started = Instant::now();
+        let mut done = Vec::new();
+        for &f in funcs {
+            if self.natives[f as usize].is_some() || self.failed[f as usize] {
+                continue;
+            }
+            match self.define_native(vm, f) {
+                Ok(()) => done.push(f),
+                Err(e) => {
+                    self.failed[f as usize] = true;
+                    eprintln!(
+                        "toyvm: JIT: cannot compile {}: {e}",
+                        vm.module.functions[f as usize].name
+                    );
+                }
+            }
+        }
+        if let Err(e) = self.finish_batch(vm) {
+            eprintln!("toyvm: JIT: {e}");
+        }
+        for &f in &done {
+            vm.funcs[f as usize].hotness = i32::MAX;
+        }
+        self.note_time(vm, funcs, started);
+    }
+
+    fn note_time(&mut self, vm: &Vm<'_>, funcs: &[u32], started: Instant) {
+        if !self.options.stats {
+            return;
+        }
+        let took = started.elapsed();
+        let names: Vec<&str> = funcs
+            .iter()
+            .map(|&f| vm.module.functions[f as usize].name.as_str())
+            .collect();
+        let name = names.join(",");
+        eprintln!("jit-stats: {name}: {} us", took.as_micros());
+        self.compile_times.push((name, took));
+    }
+}
+
+/// The ISA: host CPU, `speed`, frame pointers kept (for perf's call graphs).
+fn make_isa() -> Result<OwnedTargetIsa, String> {
+    let mut flags = settings::builder();
+    let set =
+        |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("{k}: {e}"));
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "preserve_frame_pointers", "true")?;
+    set(&mut flags, "unwind_info", "true")?;
+    set(&mut flags, "is_pic", "false")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )?;
+    let builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
+    builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| format!("host ISA: {e}"))
+}
+
+fn declare_helpers(
+    jit: &mut JITModule,
+    call_conv: cranelift_codegen::isa::CallConv,
+) -> Result<HelperIds, String> {
+    use cranelift_codegen::ir::{AbiParam, Signature, types::*};
+    let mut declare =
+        |name: &str, params: &[cranelift_codegen::ir::Type], ret: cranelift_codegen::ir::Type| {
+            let mut sig = Signature::new(call_conv);
+            sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+            sig.returns.push(AbiParam::new(ret));
+            jit.declare_function(name, Linkage::Import, &sig)
+                .map_err(|e| e.to_string())
+        };
+    Ok(HelperIds {
+        slow_op: declare("toy_jit_slow_op", &[I64, I32, I64, I32], I32)?,
+        pop: declare("toy_jit_pop", &[I64, I32, I32, I64, I64], I32)?,
+        fail: declare("toy_jit_fail", &[I64, I32, I32, I32], I32)?,
+        index_error: declare("toy_jit_index_error", &[I64, I32, I32, I64, I64], I32)?,
+        depth_exceeded: declare("toy_jit_depth_exceeded", &[I64], I32)?,
+        push_trace: declare("toy_jit_push_trace", &[I64, I32, I32], I32)?,
+        str_cmp: declare("toy_jit_str_cmp", &[I64, I64], I64)?,
+        str_len: declare("toy_jit_str_len", &[I64], I64)?,
+        fmod: declare("toy_jit_fmod", &[F64, F64], F64)?,
+    })
+}
+
+/// Functions in callee-first order (post-order of the call graph from
+/// `<main>`, then any unreachable ones), so compiling them in this order
+/// lets each call a compiled callee directly (except around cycles).
+fn callee_first_order(module: &vm::bytecode::Module) -> Vec<u32> {
+    let n = module.functions.len();
+    let mut seen = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    let roots = std::iter::once(module.main).chain(0..n as u32);
+    for root in roots {
+        if seen[root as usize] {
+            continue;
+        }
+        // Iterative DFS: (function, next instruction to scan).
+        let mut stack = vec![(root, 0usize)];
+        seen[root as usize] = true;
+        while let Some((f, at)) = stack.pop() {
+            let code = &module.functions[f as usize].code;
+            let next_call = code[at..]
+                .iter()
+                .position(|op| matches!(op, vm::bytecode::Op::Call { .. }));
+            match next_call {
+                Some(i) => {
+                    stack.push((f, at + i + 1));
+                    if let vm::bytecode::Op::Call { func, .. } = code[at + i]
+                        && !seen[func as usize]
+                    {
+                        seen[func as usize] = true;
+                        stack.push((func as u32, 0));
+                    }
+                }
+                None => order.push(f),
+            }
+        }
+    }
+    order
+}
+
+impl TierUp for Jit {
+    fn start(&mut self, vm: &mut Vm<'_>) {
+        let n = vm.module.functions.len();
+        self.natives = vec![None; n];
+        self.failed = vec![false; n];
+        let counter = self.threshold_counter();
+        for rt in vm.funcs.iter_mut() {
+            rt.hotness = counter;
+        }
+        if self.options.threshold == Some(0) {
+            let order = callee_first_order(vm.module);
+            self.compile_functions(vm, &order);
+        }
+        if self.trampolines_wanted() {
+            for f in 0..n as u32 {
+                if self.natives[f as usize].is_none()
+                    && let Err(e) = self.define_trampoline(vm, f)
+                {
+                    eprintln!("toyvm: JIT: trampoline: {e}");
+                }
+            }
+            if let Err(e) = self.finish_batch(vm) {
+                eprintln!("toyvm: JIT: {e}");
+            }
+        }
+    }
+
+    fn hot_call(&mut self, vm: &mut Vm<'_>, func: u32) -> Option<EntryFn> {
+        if self.options.threshold.is_none() || self.failed[func as usize] {
+            vm.funcs[func as usize].hotness = i32::MAX;
+            return None;
+        }
+        self.compile_functions(vm, &[func]);
+        self.natives[func as usize]?;
+        vm.entry(func)
+    }
+
+    fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn> {
+        vm.funcs[func as usize].hotness = i32::MAX;
+        self.options.threshold?;
+        if let Some(&cached) = self.osr.get(&(func, pc)) {
+            return cached;
+        }
+        let started = Instant::now();
+        let name = region_name(vm.module, func, NameKind::Osr(pc));
+        let call_conv = self.isa.default_call_conv();
+        let defined = self
+            .jit
+            .declare_function(&name, Linkage::Local, &translate::osr_signature(call_conv))
+            .map_err(|e| e.to_string())
+            .and_then(|id| {
+                self.define_body(vm, func, id, &name, Variant::Osr { pc }, Install::Osr(pc))
+            })
+            .and_then(|()| self.finish_batch(vm));
+        if let Err(e) = defined {
+            eprintln!("toyvm: JIT: cannot compile {name}: {e}");
+            self.pending.clear();
+            self.osr.insert((func, pc), None);
+        }
+        self.note_time(vm, &[func], started);
+        self.osr.get(&(func, pc)).copied().flatten()
+    }
+}
+
+impl Drop for Jit {
+    fn drop(&mut self) {
+        for failure in self.profilers.finish() {
+            eprintln!("perfsupport: {failure}");
+        }
+    }
+}
+
+/// A [`TierUp`] that never compiles (used when the JIT cannot start).
+pub struct Disabled;
+
+impl TierUp for Disabled {
+    fn start(&mut self, _vm: &mut Vm<'_>) {}
+    fn hot_call(&mut self, vm: &mut Vm<'_>, func: u32) -> Option<EntryFn> {
+        vm.funcs[func as usize].hotness = i32::MAX;
+        None
+    }
+    fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, _pc: u32) -> Option<OsrFn> {
+        vm.funcs[func as usize].hotness = i32::MAX;
+        None
+    }
+}
+
+/// The tier-up hook for `options`: the JIT, or [`Disabled`] after printing
+/// why it cannot start.
+pub fn tier_up(options: JitOptions) -> Box<dyn TierUp> {
+    match Jit::new(options) {
+        Ok(jit) => Box::new(jit),
+        Err(e) => {
+            eprintln!("toyvm: JIT disabled: {e}");
+            Box::new(Disabled)
+        }
+    }
+}

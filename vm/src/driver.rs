@@ -38,8 +38,13 @@ const MAX_MAIN_STACK: usize = 64 << 20;
 /// Stack of the thread that parses and checks (deep trees recurse).
 const FRONT_END_STACK: usize = 512 << 20;
 
+/// Makes the JIT for one run (called on the thread that runs the script,
+/// after the VM exists; see [`crate::runtime::tier`]).
+pub type TierUpFactory =
+    std::sync::Arc<dyn Fn() -> Box<dyn crate::runtime::tier::TierUp> + Send + Sync>;
+
 /// How to run a script.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Options {
     /// Most Toy frames active at once (`<main>` counts as one).
     pub max_depth: usize,
@@ -49,6 +54,18 @@ pub struct Options {
     /// Write stdout out after every `print` instead of in 64 KiB chunks.
     /// [`run`] turns it on when stdout is a terminal.
     pub line_buffered: bool,
+    /// The JIT to run with; `None` interprets everything.
+    pub tier_up: Option<TierUpFactory>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("max_depth", &self.max_depth)
+            .field("gc_stress", &self.gc_stress)
+            .field("tier_up", &self.tier_up.is_some())
+            .finish()
+    }
 }
 
 impl Default for Options {
@@ -57,6 +74,7 @@ impl Default for Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
             line_buffered: false,
+            tier_up: None,
         }
     }
 }
@@ -199,6 +217,13 @@ fn execute(
         vm.heap.set_stress();
     }
     vm.out.line_buffered = options.line_buffered;
+    // The JIT (its code memory) must stay alive while the VM runs code;
+    // it lives until the end of this function.
+    let mut jit = options.tier_up.as_ref().map(|make| make());
+    if let Some(jit) = jit.as_mut() {
+        jit.start(&mut vm);
+        vm.tier_up = Some(std::ptr::NonNull::from(&mut **jit));
+    }
     let status = interp::run_main(&mut vm);
     let flushed = vm.out.flush();
     let (error, trace) = match (status, flushed) {

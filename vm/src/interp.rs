@@ -16,7 +16,7 @@ use crate::bytecode::Op;
 use crate::runtime::heap::{arr_mut, str_ref};
 use crate::runtime::print::{write_scalar, write_value};
 use crate::runtime::{
-    EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins,
+    EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins, tier,
 };
 
 // ANCHOR: interp_entry
@@ -32,6 +32,13 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
     // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
     // frame record inside its region.
     unsafe {
+        let rt = (*vm).funcs.as_mut_ptr().add(func as usize);
+        (*rt).hotness -= 1;
+        if (*rt).hotness < 0
+            && let Some(entry) = tier::hot_call(vm, func)
+        {
+            return entry(vm, func, base);
+        }
         let depth = (*vm).depth + 1;
         if depth > (*vm).max_depth {
             (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
@@ -91,13 +98,13 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
     // runs while a borrow of an object obtained here is alive.
     unsafe {
         // Copy out raw pointers; no borrow of the VM outlives this block.
-        let (code, consts) = {
-            let funcs: &[_] = &(*vm).funcs;
-            let rt = funcs.get_unchecked(func as usize);
+        let (code, consts, hotness) = {
+            let funcs: &mut [_] = &mut (*vm).funcs;
+            let rt = funcs.get_unchecked_mut(func as usize);
             for &r in rt.zero_regs.iter() {
                 *regs.add(r as usize) = 0;
             }
-            (rt.code, rt.consts.as_ptr())
+            (rt.code, rt.consts.as_ptr(), &raw mut rt.hotness)
         };
 
         macro_rules! reg {
@@ -137,6 +144,24 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         }
 
         let mut ip: *const Op = code;
+        // Every jump goes through here: a backward one is a loop back-edge,
+        // counted for tier-up; when the count runs out the JIT may hand
+        // back an OSR entry that finishes this activation in compiled code.
+        macro_rules! jump {
+            ($target:expr) => {{
+                let to = code.add($target as usize);
+                if to < ip {
+                    *hotness -= 1;
+                    if *hotness < 0
+                        && let Some(osr) = tier::hot_loop(vm, func, $target)
+                    {
+                        return osr(vm, regs);
+                    }
+                }
+                ip = to;
+            }};
+        }
+
         loop {
             let op = *ip;
             ip = ip.add(1);
@@ -194,85 +219,85 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 Op::LeS { dst, a, b } => set_bool!(dst, str_ref(reg!(a)) <= str_ref(reg!(b))),
                 Op::Not { dst, src } => reg!(dst) = reg!(src) ^ 1,
 
-                Op::Jmp { target } => ip = code.add(target as usize),
+                Op::Jmp { target } => jump!(target),
                 Op::JmpIf { a, target } => {
                     if reg!(a) != 0 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNot { a, target } => {
                     if reg!(a) == 0 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLtI { a, b, target } => {
                     if int!(a) >= int!(b) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLeI { a, b, target } => {
                     if int!(a) > int!(b) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotEqI { a, b, target } => {
                     if reg!(a) != reg!(b) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotNeI { a, b, target } => {
                     if reg!(a) == reg!(b) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLtIImm { a, imm, target } => {
                     if int!(a) >= imm as i64 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLeIImm { a, imm, target } => {
                     if int!(a) > imm as i64 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotGtIImm { a, imm, target } => {
                     if int!(a) <= imm as i64 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotGeIImm { a, imm, target } => {
                     if int!(a) < imm as i64 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotEqIImm { a, imm, target } => {
                     if int!(a) != imm as i64 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotNeIImm { a, imm, target } => {
                     if int!(a) == imm as i64 {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLtF { a, b, target } => {
                     if !(flt!(a) < flt!(b)) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfNotLeF { a, b, target } => {
                     if !(flt!(a) <= flt!(b)) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfLtF { a, b, target } => {
                     if flt!(a) < flt!(b) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::JmpIfLeF { a, b, target } => {
                     if flt!(a) <= flt!(b) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::ForPrep {
@@ -281,7 +306,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     target,
                 } => {
                     if int!(counter) >= int!(end) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
                 Op::ForLoop {
@@ -292,7 +317,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                     let next = int!(counter) + 1;
                     set_int!(counter, next);
                     if next < int!(end) {
-                        ip = code.add(target as usize);
+                        jump!(target);
                     }
                 }
 
@@ -397,13 +422,15 @@ pub unsafe extern "C" fn run_slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64,
 
 /// The instructions that allocate, print or parse, kept out of the main
 /// loop so that its hot state stays in machine registers. Runs `op` (the
-/// instruction before `pc`: `pc` is the index of the next instruction) in
-/// the frame at `regs`.
+/// instruction before `pc`) in the frame at `regs`. Public so the JIT can
+/// run these instructions exactly as the interpreter does (it stores the
+/// operands to the frame first and reloads the result).
 ///
 /// # Safety
-/// As for [`run`]: `op` comes from verified code of `func`.
+/// As for [`interp_entry`], with the frame of `func` active at `regs`:
+/// `op` comes from verified code of `func`, at index `pc - 1`.
 #[inline(never)]
-unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
+pub unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
     // SAFETY: as in `run` (same invariants, same frame).
     unsafe {
         macro_rules! reg {

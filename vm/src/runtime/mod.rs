@@ -52,6 +52,7 @@ pub mod error;
 pub mod heap;
 pub mod print;
 pub mod region;
+pub mod tier;
 
 use std::io::Write;
 use std::time::Instant;
@@ -90,6 +91,9 @@ pub struct FnRuntime {
     pub consts: Box<[u64]>,
     /// Ref registers that are not parameters: zeroed on entry.
     pub zero_regs: Box<[u8]>,
+    /// Tier-up countdown: decremented per call and per loop back-edge;
+    /// below zero the interpreter asks [`Vm::tier_up`] (see [`tier`]).
+    pub hotness: i32,
 }
 
 /// Buffered stdout: one buffer, written to the sink when it grows large,
@@ -162,6 +166,9 @@ pub struct Vm<'m> {
     pub start: Instant,
     /// Scratch text for `print` and `str`, reused to avoid allocations.
     pub scratch: String,
+    /// The JIT, if any (see [`tier`]). Owned by whoever runs the VM, and
+    /// kept alive and unmoved while the VM runs.
+    pub tier_up: Option<std::ptr::NonNull<dyn tier::TierUp>>,
     /// Owns the entry table; only accessed through `entry_table`.
     entries: Box<[EntryFn]>,
     stack: Region<u64>,
@@ -228,6 +235,7 @@ impl<'m> Vm<'m> {
                     .copied()
                     .filter(|&r| (r as usize) >= f.params.len())
                     .collect(),
+                hotness: i32::MAX,
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
@@ -252,6 +260,7 @@ impl<'m> Vm<'m> {
             args,
             start: Instant::now(),
             scratch: String::new(),
+            tier_up: None,
             stack,
             frame_records,
         }))

@@ -1,0 +1,192 @@
+//! Runtime helpers called from compiled code: `extern "C"` Rust functions
+//! registered with `JITBuilder::symbol` under the names in [`symbols`].
+//!
+//! Compiled code keeps int, float and bool registers in machine registers
+//! and heap references in their frame slots (the GC root invariant of
+//! `vm::bytecode`). A helper that runs a whole instruction
+//! ([`toy_jit_slow_op`], [`toy_jit_pop`]) works on the frame in memory: the
+//! caller stores the instruction's scalar operands to their slots first and
+//! reloads the result slot afterwards. Errors are recorded exactly as the
+//! interpreter records them ([`Vm::fail`]), so messages and tracebacks are
+//! identical in every tier.
+//!
+//! None of these may unwind: they return a status instead, and compiled
+//! frames pass it up (the entry ABI of `vm::runtime`).
+
+use vm::bytecode::Op;
+use vm::runtime::heap::{arr_mut, str_ref};
+use vm::runtime::{RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm};
+
+/// The helpers and the symbol names compiled code imports them by.
+pub fn symbols() -> [(&'static str, *const u8); 9] {
+    [
+        ("toy_jit_slow_op", toy_jit_slow_op as *const u8),
+        ("toy_jit_pop", toy_jit_pop as *const u8),
+        ("toy_jit_fail", toy_jit_fail as *const u8),
+        ("toy_jit_index_error", toy_jit_index_error as *const u8),
+        (
+            "toy_jit_depth_exceeded",
+            toy_jit_depth_exceeded as *const u8,
+        ),
+        ("toy_jit_push_trace", toy_jit_push_trace as *const u8),
+        ("toy_jit_str_cmp", toy_jit_str_cmp as *const u8),
+        ("toy_jit_str_len", toy_jit_str_len as *const u8),
+        ("toy_jit_fmod", toy_jit_fmod as *const u8),
+    ]
+}
+
+/// Error codes for [`toy_jit_fail`] (errors without operands).
+pub mod codes {
+    /// `integer division by zero`.
+    pub const DIVISION_BY_ZERO: u32 = 0;
+    /// `integer modulo by zero`.
+    pub const MODULO_BY_ZERO: u32 = 1;
+}
+
+/// Runs instruction `pc` of `func` (one of the allocating, printing or
+/// parsing instructions) with the interpreter's own code, on the frame at
+/// `regs`. Returns the status.
+///
+/// # Safety
+/// Called only from compiled code of `func` with its frame active at `regs`
+/// and the instruction's operands stored in their slots.
+pub unsafe extern "C" fn toy_jit_slow_op(
+    vm: *mut Vm<'_>,
+    func: u32,
+    regs: *mut u64,
+    pc: u32,
+) -> u32 {
+    // SAFETY: the caller's contract; `pc` indexes verified code of `func`.
+    unsafe {
+        let op = *(&(*vm).funcs)[func as usize].code.add(pc as usize);
+        if matches!(op, Op::Print { .. }) && backtrace_requested() {
+            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        }
+        vm::interp::slow_op(vm, func, regs, op, pc as usize + 1)
+    }
+}
+
+/// `Pop` at instruction `pc`: pops from the array `arr` into `*dst`.
+///
+/// # Safety
+/// `arr` is a live array reference; `dst` a slot of the active frame.
+pub unsafe extern "C" fn toy_jit_pop(
+    vm: *mut Vm<'_>,
+    func: u32,
+    pc: u32,
+    arr: u64,
+    dst: *mut u64,
+) -> u32 {
+    // SAFETY: the caller's contract (typed ref register, GC invariant).
+    unsafe {
+        match arr_mut(arr).elems.pop() {
+            Some(v) => {
+                *dst = v;
+                STATUS_OK
+            }
+            None => (*vm).fail(RuntimeError::PopEmpty, func, pc as usize),
+        }
+    }
+}
+
+/// Raises the operand-less error `code` (see [`codes`]) at `pc`.
+///
+/// # Safety
+/// `vm` is the running VM, not borrowed elsewhere.
+pub unsafe extern "C" fn toy_jit_fail(vm: *mut Vm<'_>, func: u32, pc: u32, code: u32) -> u32 {
+    let error = match code {
+        codes::DIVISION_BY_ZERO => RuntimeError::DivisionByZero,
+        _ => RuntimeError::ModuloByZero,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { (*vm).fail(error, func, pc as usize) }
+}
+
+/// Raises `index out of range` at `pc`.
+///
+/// # Safety
+/// As for [`toy_jit_fail`].
+pub unsafe extern "C" fn toy_jit_index_error(
+    vm: *mut Vm<'_>,
+    func: u32,
+    pc: u32,
+    index: i64,
+    len: u64,
+) -> u32 {
+    let error = RuntimeError::IndexOutOfRange {
+        index,
+        len: len as usize,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { (*vm).fail(error, func, pc as usize) }
+}
+
+/// Records the depth-limit error (no trace entry: the frame never became
+/// active, as in `interp_entry`).
+///
+/// # Safety
+/// As for [`toy_jit_fail`].
+pub unsafe extern "C" fn toy_jit_depth_exceeded(vm: *mut Vm<'_>) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
+    }
+    STATUS_ERROR
+}
+
+/// Adds the trace entry of a call at `pc` of `func` whose callee failed.
+///
+/// # Safety
+/// As for [`toy_jit_fail`].
+pub unsafe extern "C" fn toy_jit_push_trace(vm: *mut Vm<'_>, func: u32, pc: u32) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe { (*vm).trace.push(TraceEntry { func, pc }) };
+    STATUS_ERROR
+}
+
+/// Byte-wise comparison of two strings: -1, 0 or 1.
+///
+/// # Safety
+/// Both are live string references.
+pub unsafe extern "C" fn toy_jit_str_cmp(a: u64, b: u64) -> i64 {
+    // SAFETY: the caller's contract.
+    let (a, b) = unsafe { (str_ref(a), str_ref(b)) };
+    a.cmp(b) as i64
+}
+
+/// Byte length of a string.
+///
+/// # Safety
+/// `s` is a live string reference.
+pub unsafe extern "C" fn toy_jit_str_len(s: u64) -> i64 {
+    // SAFETY: the caller's contract.
+    unsafe { str_ref(s) }.len() as i64
+}
+
+/// Float remainder with Rust's `%` semantics (Cranelift has no `frem`).
+pub extern "C" fn toy_jit_fmod(a: f64, b: f64) -> f64 {
+    a % b
+}
+
+/// Test-only switch [`crate::BACKTRACE_ENV`], read once.
+fn backtrace_requested() -> bool {
+    static REQUESTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REQUESTED.get_or_init(|| std::env::var_os(crate::BACKTRACE_ENV).is_some())
+}
+
+/// Whether `op` is run by [`toy_jit_slow_op`].
+pub fn is_slow_op(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Concat { .. }
+            | Op::NewArray { .. }
+            | Op::RepeatArray { .. }
+            | Op::Push { .. }
+            | Op::Print { .. }
+            | Op::ToStr { .. }
+            | Op::Clock { .. }
+            | Op::Args { .. }
+            | Op::ParseInt { .. }
+            | Op::ParseFloat { .. }
+    )
+}

@@ -1,0 +1,1048 @@
+//! Bytecode → Cranelift IR, one function at a time.
+//!
+//! # Compiled functions
+//!
+//! A Toy function `f(p0, .., pn)` compiles to a **native function**
+//! `(vm, base, p0, .., pn) -> (result, status)`: `vm` is the `*mut Vm`,
+//! `base` the frame's register 0 on the value stack, the parameters come in
+//! machine registers with their natural types (`int`/`bool`/references as
+//! `i64`, `float` as `f64`), and it returns the result (`0` for functions
+//! without one) and the entry ABI's status (`STATUS_OK`/`STATUS_ERROR`).
+//! Its prologue does what `interp_entry` does: the depth check (error
+//! without a trace entry), `depth += 1`, the frame record, zeroing ref
+//! registers; every exit restores `depth`.
+//!
+//! The **OSR variant** `(vm, base) -> status` of a loop header continues an
+//! interpreted activation: its entry block loads every typed register from
+//! the frame and jumps to the header; the interpreter owns depth and frame
+//! record, and the result goes to `base[0]` as for an entry.
+//!
+//! # Registers
+//!
+//! * `int`, `bool` and `float` registers are Cranelift variables (machine
+//!   registers after register allocation).
+//! * Reference registers live in their frame slots and are loaded and
+//!   stored on every use: that is the GC root invariant (any instruction
+//!   that can collect sees every live reference in the frame).
+//! * Call-area slots are `i64` variables holding the argument bits; they
+//!   are passed in machine registers to compiled callees, or stored to the
+//!   frame right before a call through the entry table.
+//!
+//! Instructions that allocate, print or parse run the interpreter's own
+//! code through [`crate::helpers::toy_jit_slow_op`]: their scalar operands
+//! are stored to the frame first and the result is reloaded after.
+//! Errors call a helper that records the error like the interpreter
+//! (`Vm::fail` with the instruction index), then return `STATUS_ERROR`;
+//! a failing call adds the caller's trace entry. Every instruction gets its
+//! bytecode index as Cranelift source location: the line tables and the
+//! `disasm --jit` listing map machine code back to bytecode and source.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    self, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, SourceLoc, Value, types,
+};
+use cranelift_codegen::isa::CallConv;
+use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Module};
+use vm::ast::Type;
+use vm::bytecode::{Const, Function, Op, Operand, Reg};
+use vm::runtime::offsets;
+
+use crate::helpers::{codes, is_slow_op};
+use crate::layout::ArrayLayout;
+
+/// Which kind of code to generate for a function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The native function (see the module docs).
+    Native,
+    /// The OSR variant entering at the loop header `pc`.
+    Osr { pc: u32 },
+}
+
+/// Cranelift type of a Toy value in a machine register.
+pub fn clif_type(ty: &Type) -> ir::Type {
+    match ty {
+        Type::Float => types::F64,
+        _ => types::I64,
+    }
+}
+
+/// The native signature of `f` (see the module docs).
+pub fn native_signature(f: &Function, call_conv: CallConv) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    sig.params.push(AbiParam::new(types::I64));
+    sig.params.push(AbiParam::new(types::I64));
+    for (_, ty) in &f.params {
+        sig.params.push(AbiParam::new(clif_type(ty)));
+    }
+    let ret = f.ret.as_ref().map_or(types::I64, clif_type);
+    sig.returns.push(AbiParam::new(ret));
+    sig.returns.push(AbiParam::new(types::I32));
+    sig
+}
+
+/// The entry ABI `(vm, func, base) -> status` as a Cranelift signature.
+pub fn entry_signature(call_conv: CallConv) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    sig.params.push(AbiParam::new(types::I64));
+    sig.params.push(AbiParam::new(types::I32));
+    sig.params.push(AbiParam::new(types::I64));
+    sig.returns.push(AbiParam::new(types::I32));
+    sig
+}
+
+/// The OSR signature `(vm, base) -> status`.
+pub fn osr_signature(call_conv: CallConv) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    sig.params.push(AbiParam::new(types::I64));
+    sig.params.push(AbiParam::new(types::I64));
+    sig.returns.push(AbiParam::new(types::I32));
+    sig
+}
+
+/// The imported runtime helpers, by name (see [`crate::helpers`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HelperIds {
+    pub slow_op: FuncId,
+    pub pop: FuncId,
+    pub fail: FuncId,
+    pub index_error: FuncId,
+    pub depth_exceeded: FuncId,
+    pub push_trace: FuncId,
+    pub str_cmp: FuncId,
+    pub str_len: FuncId,
+    pub fmod: FuncId,
+}
+
+/// Everything the translator needs besides the bytecode.
+pub struct Env<'a> {
+    pub module: &'a vm::bytecode::Module,
+    pub func: u32,
+    /// Runtime constant pool of `func` (string constants as references).
+    pub consts: &'a [u64],
+    /// The native function of every function compiled so far (and of
+    /// `func` itself when compiling [`Variant::Native`]): called directly.
+    pub natives: &'a [Option<FuncId>],
+    pub helpers: HelperIds,
+    pub array: ArrayLayout,
+    pub call_conv: CallConv,
+}
+
+/// Where a register lives in compiled code.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    /// A scalar typed register in a variable of this type.
+    Var(Variable, ir::Type),
+    /// A reference register: always in its frame slot.
+    Frame,
+    /// A call-area slot: an `i64` variable of bits.
+    Arg(Variable),
+}
+
+/// Translates `env.func` into `builder` (whose signature is already set).
+pub fn translate(
+    builder: &mut FunctionBuilder<'_>,
+    jit: &mut JITModule,
+    env: &Env<'_>,
+    variant: Variant,
+) {
+    let f = &env.module.functions[env.func as usize];
+    let mut t = Translator {
+        f,
+        env,
+        jit,
+        slots: Vec::new(),
+        blocks: HashMap::new(),
+        refs: HashMap::new(),
+        vm: Value::from_u32(0),
+        base: Value::from_u32(0),
+        depth0: None,
+        error_exit: None,
+        variant,
+    };
+    t.run(builder);
+}
+
+struct Translator<'a, 'j> {
+    f: &'a Function,
+    env: &'a Env<'a>,
+    jit: &'j mut JITModule,
+    slots: Vec<Slot>,
+    /// The block starting at each leader instruction.
+    blocks: HashMap<usize, Block>,
+    /// Imported functions already declared in this function.
+    refs: HashMap<FuncId, FuncRef>,
+    vm: Value,
+    base: Value,
+    /// `vm.depth` on entry (native variant), restored on every exit.
+    depth0: Option<Value>,
+    /// The shared cold block returning `STATUS_ERROR`.
+    error_exit: Option<Block>,
+    variant: Variant,
+}
+
+/// Byte offset of register `r` in a frame.
+fn slot_offset(r: usize) -> i32 {
+    (r * 8) as i32
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+impl Translator<'_, '_> {
+    fn run(&mut self, b: &mut FunctionBuilder<'_>) {
+        let f = self.f;
+        for (r, ty) in f.reg_types.iter().enumerate() {
+            let slot = if ty.is_ref() {
+                Slot::Frame
+            } else {
+                let cty = clif_type(ty);
+                Slot::Var(b.declare_var(cty), cty)
+            };
+            debug_assert_eq!(self.slots.len(), r);
+            self.slots.push(slot);
+        }
+        for _ in f.num_typed()..f.frame_size as usize {
+            self.slots.push(Slot::Arg(b.declare_var(types::I64)));
+        }
+        let leaders = leaders(&f.code);
+        for &pc in &leaders {
+            self.blocks.insert(pc, b.create_block());
+        }
+
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.set_srcloc(SourceLoc::default());
+        let params = b.block_params(entry).to_vec();
+        self.vm = params[0];
+        self.base = params[1];
+        self.define_defaults(b);
+        let start = match self.variant {
+            Variant::Native => {
+                self.prologue(b, &params[2..]);
+                0
+            }
+            Variant::Osr { pc } => {
+                self.load_all_registers(b);
+                pc as usize
+            }
+        };
+        let first = self.blocks[&start];
+        b.ins().jump(first, &[]);
+
+        let mut terminated = true;
+        for pc in 0..f.code.len() {
+            if let Some(&block) = self.blocks.get(&pc) {
+                if !terminated {
+                    b.ins().jump(block, &[]);
+                }
+                b.switch_to_block(block);
+            } else if terminated {
+                continue; // unreachable
+            }
+            b.set_srcloc(SourceLoc::new(pc as u32));
+            terminated = self.instruction(b, pc);
+        }
+        b.seal_all_blocks();
+    }
+
+    /// Gives every variable a value in the entry block (0), so no path
+    /// reads an undefined one.
+    fn define_defaults(&mut self, b: &mut FunctionBuilder<'_>) {
+        let zero_i = b.ins().iconst(types::I64, 0);
+        let zero_f = b.ins().f64const(0.0);
+        for slot in self.slots.clone() {
+            match slot {
+                Slot::Var(v, ty) => b.def_var(v, if ty == types::F64 { zero_f } else { zero_i }),
+                Slot::Arg(v) => b.def_var(v, zero_i),
+                Slot::Frame => {}
+            }
+        }
+    }
+
+    /// The native variant's entry: depth check, frame record, parameters.
+    fn prologue(&mut self, b: &mut FunctionBuilder<'_>, args: &[Value]) {
+        let (vm, base) = (self.vm, self.base);
+        let depth = b.ins().load(types::I64, flags(), vm, offsets::DEPTH as i32);
+        let max = b
+            .ins()
+            .load(types::I64, flags(), vm, offsets::MAX_DEPTH as i32);
+        let depth1 = b.ins().iadd_imm_s(depth, 1);
+        let over = b.ins().icmp(IntCC::UnsignedGreaterThan, depth1, max);
+        let too_deep = b.create_block();
+        let ok = b.create_block();
+        b.ins().brif(over, too_deep, &[], ok, &[]);
+
+        b.switch_to_block(too_deep);
+        b.set_cold_block(too_deep);
+        let helper = self.helper(b, self.env.helpers.depth_exceeded);
+        let call = b.ins().call(helper, &[vm]);
+        let status = b.inst_results(call)[0];
+        let zero = b.ins().iconst(self.ret_type(), 0);
+        let zero = self.zero_of(b, zero);
+        b.ins().return_(&[zero, status]);
+
+        b.switch_to_block(ok);
+        b.ins().store(flags(), depth1, vm, offsets::DEPTH as i32);
+        let frames = b
+            .ins()
+            .load(types::I64, flags(), vm, offsets::FRAMES as i32);
+        let rec_off = b.ins().ishl_imm_u(depth1, 4);
+        let rec = b.ins().iadd(frames, rec_off);
+        b.ins().store(flags(), base, rec, 0);
+        let func = b.ins().iconst(types::I32, self.env.func as i64);
+        b.ins().store(flags(), func, rec, 8);
+        self.depth0 = Some(depth);
+        let nparams = self.f.params.len();
+        let zero = b.ins().iconst(types::I64, 0);
+        for &r in &self.f.ref_regs {
+            if (r as usize) >= nparams {
+                b.ins().store(flags(), zero, base, slot_offset(r as usize));
+            }
+        }
+        for (i, &arg) in args.iter().enumerate() {
+            self.write(b, i, arg);
+        }
+    }
+
+    /// OSR entry: every typed scalar register from its frame slot.
+    fn load_all_registers(&mut self, b: &mut FunctionBuilder<'_>) {
+        for (r, slot) in self.slots.clone().into_iter().enumerate() {
+            if let Slot::Var(v, ty) = slot {
+                let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
+                b.def_var(v, value);
+            }
+        }
+    }
+
+    fn ret_type(&self) -> ir::Type {
+        self.f.ret.as_ref().map_or(types::I64, clif_type)
+    }
+
+    /// `zero` (an i64 0) converted to the return type.
+    fn zero_of(&self, b: &mut FunctionBuilder<'_>, zero: Value) -> Value {
+        if self.ret_type() == types::F64 {
+            b.ins().f64const(0.0)
+        } else {
+            zero
+        }
+    }
+
+    fn helper(&mut self, b: &mut FunctionBuilder<'_>, id: FuncId) -> FuncRef {
+        *self
+            .refs
+            .entry(id)
+            .or_insert_with(|| self.jit.declare_func_in_func(id, b.func))
+    }
+
+    /// Reads register `r` in its natural representation.
+    fn read(&self, b: &mut FunctionBuilder<'_>, r: Reg) -> Value {
+        match self.slots[r as usize] {
+            Slot::Var(v, _) | Slot::Arg(v) => b.use_var(v),
+            Slot::Frame => b
+                .ins()
+                .load(types::I64, flags(), self.base, slot_offset(r as usize)),
+        }
+    }
+
+    /// Reads register `r` as a value of type `ty` (reinterpreting bits).
+    fn read_as(&self, b: &mut FunctionBuilder<'_>, r: Reg, ty: ir::Type) -> Value {
+        let v = self.read(b, r);
+        convert(b, v, ty)
+    }
+
+    fn read_i(&self, b: &mut FunctionBuilder<'_>, r: Reg) -> Value {
+        self.read_as(b, r, types::I64)
+    }
+
+    fn read_f(&self, b: &mut FunctionBuilder<'_>, r: Reg) -> Value {
+        self.read_as(b, r, types::F64)
+    }
+
+    /// Writes `value` to register `r` (reinterpreting bits as needed).
+    fn write(&self, b: &mut FunctionBuilder<'_>, r: usize, value: Value) {
+        match self.slots[r] {
+            Slot::Var(v, ty) => {
+                let value = convert(b, value, ty);
+                b.def_var(v, value);
+            }
+            Slot::Arg(v) => {
+                let value = convert(b, value, types::I64);
+                b.def_var(v, value);
+            }
+            Slot::Frame => {
+                let value = convert(b, value, types::I64);
+                b.ins().store(flags(), value, self.base, slot_offset(r));
+            }
+        }
+    }
+
+    /// Stores a register held in a variable to its frame slot.
+    fn spill(&self, b: &mut FunctionBuilder<'_>, r: usize) {
+        if let Slot::Var(v, _) | Slot::Arg(v) = self.slots[r] {
+            let value = b.use_var(v);
+            b.ins().store(flags(), value, self.base, slot_offset(r));
+        }
+    }
+
+    /// Reloads a register held in a variable from its frame slot.
+    fn reload(&self, b: &mut FunctionBuilder<'_>, r: usize) {
+        match self.slots[r] {
+            Slot::Var(v, ty) => {
+                let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
+                b.def_var(v, value);
+            }
+            Slot::Arg(v) => {
+                let value = b.ins().load(types::I64, flags(), self.base, slot_offset(r));
+                b.def_var(v, value);
+            }
+            Slot::Frame => {}
+        }
+    }
+
+    fn error_exit(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
+        if let Some(block) = self.error_exit {
+            return block;
+        }
+        let block = b.create_block();
+        b.set_cold_block(block);
+        let current = b.current_block();
+        b.switch_to_block(block);
+        let one = b.ins().iconst(types::I32, 1);
+        match self.variant {
+            Variant::Native => {
+                let depth0 = self.depth0.expect("prologue ran");
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                let zero = b.ins().iconst(types::I64, 0);
+                let zero = self.zero_of(b, zero);
+                b.ins().return_(&[zero, one]);
+            }
+            Variant::Osr { .. } => {
+                b.ins().return_(&[one]);
+            }
+        }
+        if let Some(current) = current {
+            b.switch_to_block(current);
+        }
+        self.error_exit = Some(block);
+        block
+    }
+
+    /// Continues in a fresh block when `status` is OK; otherwise calls
+    /// `on_error` (in a cold block) and leaves through the error exit.
+    fn check_status(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        status: Value,
+        on_error: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>),
+    ) {
+        let failed = b.create_block();
+        let ok = b.create_block();
+        b.set_cold_block(failed);
+        b.ins().brif(status, failed, &[], ok, &[]);
+        b.switch_to_block(failed);
+        on_error(self, b);
+        let exit = self.error_exit(b);
+        b.ins().jump(exit, &[]);
+        b.switch_to_block(ok);
+    }
+
+    /// Raises error `code` (see [`codes`]) at `pc` when `cond` is true.
+    fn fail_if(&mut self, b: &mut FunctionBuilder<'_>, cond: Value, pc: usize, code: u32) {
+        self.check_status(b, cond, |t, b| {
+            let helper = t.helper(b, t.env.helpers.fail);
+            let func = b.ins().iconst(types::I32, t.env.func as i64);
+            let pc = b.ins().iconst(types::I32, pc as i64);
+            let code = b.ins().iconst(types::I32, code as i64);
+            b.ins().call(helper, &[t.vm, func, pc, code]);
+        });
+    }
+
+    /// Returns from the function with `value` (or none).
+    fn return_value(&mut self, b: &mut FunctionBuilder<'_>, value: Option<Value>) {
+        let ok = b.ins().iconst(types::I32, 0);
+        match self.variant {
+            Variant::Native => {
+                let depth0 = self.depth0.expect("prologue ran");
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                let value = match value {
+                    Some(v) => convert(b, v, self.ret_type()),
+                    None => {
+                        let zero = b.ins().iconst(types::I64, 0);
+                        self.zero_of(b, zero)
+                    }
+                };
+                b.ins().return_(&[value, ok]);
+            }
+            Variant::Osr { .. } => {
+                if let Some(v) = value {
+                    b.ins().store(flags(), v, self.base, 0);
+                }
+                b.ins().return_(&[ok]);
+            }
+        }
+    }
+
+    fn branch(&mut self, b: &mut FunctionBuilder<'_>, cond: Value, target: u32, pc: usize) {
+        let taken = self.blocks[&(target as usize)];
+        let next = self.blocks[&(pc + 1)];
+        b.ins().brif(cond, taken, &[], next, &[]);
+    }
+
+    fn icmp_branch(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        cc: IntCC,
+        x: Value,
+        y: Value,
+        target: u32,
+        pc: usize,
+    ) {
+        let c = b.ins().icmp(cc, x, y);
+        self.branch(b, c, target, pc);
+    }
+
+    fn fcmp_branch(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        cc: FloatCC,
+        x: Reg,
+        y: Reg,
+        target: u32,
+        pc: usize,
+    ) {
+        let (x, y) = (self.read_f(b, x), self.read_f(b, y));
+        let c = b.ins().fcmp(cc, x, y);
+        self.branch(b, c, target, pc);
+    }
+
+    fn int_bin(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        dst: Reg,
+        x: Reg,
+        y: Reg,
+        op: fn(&mut FunctionBuilder<'_>, Value, Value) -> Value,
+    ) {
+        let (x, y) = (self.read_i(b, x), self.read_i(b, y));
+        let v = op(b, x, y);
+        self.write(b, dst as usize, v);
+    }
+
+    fn float_bin(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        dst: Reg,
+        x: Reg,
+        y: Reg,
+        op: fn(&mut FunctionBuilder<'_>, Value, Value) -> Value,
+    ) {
+        let (x, y) = (self.read_f(b, x), self.read_f(b, y));
+        let v = op(b, x, y);
+        self.write(b, dst as usize, v);
+    }
+
+    fn int_cmp(&mut self, b: &mut FunctionBuilder<'_>, dst: Reg, x: Reg, y: Reg, cc: IntCC) {
+        let (x, y) = (self.read_i(b, x), self.read_i(b, y));
+        let c = b.ins().icmp(cc, x, y);
+        let v = b.ins().uextend(types::I64, c);
+        self.write(b, dst as usize, v);
+    }
+
+    fn float_cmp(&mut self, b: &mut FunctionBuilder<'_>, dst: Reg, x: Reg, y: Reg, cc: FloatCC) {
+        let (x, y) = (self.read_f(b, x), self.read_f(b, y));
+        let c = b.ins().fcmp(cc, x, y);
+        let v = b.ins().uextend(types::I64, c);
+        self.write(b, dst as usize, v);
+    }
+
+    fn str_cmp(&mut self, b: &mut FunctionBuilder<'_>, dst: Reg, x: Reg, y: Reg, cc: IntCC) {
+        let (x, y) = (self.read_i(b, x), self.read_i(b, y));
+        let helper = self.helper(b, self.env.helpers.str_cmp);
+        let call = b.ins().call(helper, &[x, y]);
+        let ord = b.inst_results(call)[0];
+        let c = b.ins().icmp_imm_s(cc, ord, 0);
+        let v = b.ins().uextend(types::I64, c);
+        self.write(b, dst as usize, v);
+    }
+
+    /// Integer division or remainder with the interpreter's semantics:
+    /// error on zero, `i64::MIN / -1` wraps (Cranelift's `sdiv` would trap).
+    fn div_rem(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        dst: Reg,
+        x: Value,
+        y: Value,
+        pc: usize,
+        rem: bool,
+    ) {
+        let is_zero = b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+        let code = if rem {
+            codes::MODULO_BY_ZERO
+        } else {
+            codes::DIVISION_BY_ZERO
+        };
+        self.fail_if(b, is_zero, pc, code);
+        let minus_one = b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+        let one = b.ins().iconst(types::I64, 1);
+        let safe = b.ins().select(minus_one, one, y);
+        let v = if rem {
+            let r = b.ins().srem(x, safe);
+            let zero = b.ins().iconst(types::I64, 0);
+            b.ins().select(minus_one, zero, r)
+        } else {
+            let q = b.ins().sdiv(x, safe);
+            let neg = b.ins().ineg(x);
+            b.ins().select(minus_one, neg, q)
+        };
+        self.write(b, dst as usize, v);
+    }
+
+    /// Loads the length of array `arr` and checks `idx` against it;
+    /// returns the element address.
+    fn element_address(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        arr: Reg,
+        idx: Reg,
+        pc: usize,
+    ) -> Value {
+        let a = self.read_i(b, arr);
+        let i = self.read_i(b, idx);
+        let len = b.ins().load(types::I64, flags(), a, self.env.array.len);
+        let outside = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
+        self.check_status(b, outside, |t, b| {
+            let helper = t.helper(b, t.env.helpers.index_error);
+            let func = b.ins().iconst(types::I32, t.env.func as i64);
+            let pc = b.ins().iconst(types::I32, pc as i64);
+            b.ins().call(helper, &[t.vm, func, pc, i, len]);
+        });
+        let data = b.ins().load(types::I64, flags(), a, self.env.array.data);
+        let off = b.ins().ishl_imm_u(i, 3);
+        b.ins().iadd(data, off)
+    }
+
+    fn call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        callee: u16,
+        base_reg: Reg,
+        dst: Reg,
+        pc: usize,
+    ) {
+        let cf = &self.env.module.functions[callee as usize];
+        let callee_base = b
+            .ins()
+            .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
+        let (status, result) = match self.env.natives[callee as usize] {
+            Some(id) => {
+                let mut args = vec![self.vm, callee_base];
+                for (i, (_, ty)) in cf.params.iter().enumerate() {
+                    args.push(self.read_as(b, base_reg + i as u8, clif_type(ty)));
+                }
+                let fref = self.helper(b, id);
+                let inst = b.ins().call(fref, &args);
+                let results = b.inst_results(inst);
+                (results[1], Some(results[0]))
+            }
+            None => {
+                for i in 0..cf.params.len() {
+                    self.spill(b, base_reg as usize + i);
+                }
+                let table = b
+                    .ins()
+                    .load(types::I64, flags(), self.vm, offsets::ENTRY_TABLE as i32);
+                let entry = b.ins().load(types::I64, flags(), table, callee as i32 * 8);
+                let sig = b.import_signature(entry_signature(self.env.call_conv));
+                let func = b.ins().iconst(types::I32, callee as i64);
+                let inst = b
+                    .ins()
+                    .call_indirect(sig, entry, &[self.vm, func, callee_base]);
+                (b.inst_results(inst)[0], None)
+            }
+        };
+        self.check_status(b, status, |t, b| {
+            let helper = t.helper(b, t.env.helpers.push_trace);
+            let func = b.ins().iconst(types::I32, t.env.func as i64);
+            let pc = b.ins().iconst(types::I32, pc as i64);
+            b.ins().call(helper, &[t.vm, func, pc]);
+        });
+        if let Some(ret) = &cf.ret {
+            let value = match result {
+                Some(v) => v,
+                None => b.ins().load(clif_type(ret), flags(), callee_base, 0),
+            };
+            self.write(b, dst as usize, value);
+        }
+    }
+
+    /// Runs `op` through a memory-based helper: stores its scalar operands,
+    /// calls `call` (which returns a status), reloads its result.
+    fn via_frame(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        op: &Op,
+        pc: usize,
+        call: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>) -> Value,
+    ) {
+        let operands = op.describe().1;
+        for operand in &operands {
+            if let Operand::Reg(name, r) = *operand
+                && name != "dst"
+            {
+                self.spill(b, r as usize);
+            }
+        }
+        let status = call(self, b);
+        self.check_status(b, status, |_, _| {});
+        let _ = pc;
+        for operand in &operands {
+            if let Operand::Reg("dst", r) = *operand {
+                self.reload(b, r as usize);
+            }
+        }
+    }
+
+    /// Translates instruction `pc`; returns true if it ends the block
+    /// (nothing falls through).
+    fn instruction(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) -> bool {
+        let op = self.f.code[pc];
+        match op {
+            Op::Move { dst, src } => {
+                let v = self.read(b, src);
+                self.write(b, dst as usize, v);
+            }
+            Op::LoadInt { dst, imm } => {
+                let v = b.ins().iconst(types::I64, imm as i64);
+                self.write(b, dst as usize, v);
+            }
+            Op::LoadConst { dst, k } => {
+                let v = match self.f.consts[k as usize] {
+                    Const::Int(i) => b.ins().iconst(types::I64, i),
+                    Const::Float(x) => b.ins().f64const(x),
+                    Const::Str(_) => b
+                        .ins()
+                        .iconst(types::I64, self.env.consts[k as usize] as i64),
+                };
+                self.write(b, dst as usize, v);
+            }
+            Op::AddI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().iadd(x, y)),
+            Op::SubI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().isub(x, y)),
+            Op::MulI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().imul(x, y)),
+            Op::AndI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().band(x, y)),
+            Op::OrI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().bor(x, y)),
+            Op::XorI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().bxor(x, y)),
+            // Cranelift takes shift amounts modulo the width, like Toy.
+            Op::ShlI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().ishl(x, y)),
+            Op::ShrI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().sshr(x, y)),
+            Op::DivI { dst, a, b: y } => {
+                let (x, y) = (self.read_i(b, a), self.read_i(b, y));
+                self.div_rem(b, dst, x, y, pc, false);
+            }
+            Op::RemI { dst, a, b: y } => {
+                let (x, y) = (self.read_i(b, a), self.read_i(b, y));
+                self.div_rem(b, dst, x, y, pc, true);
+            }
+            Op::NegI { dst, src } => {
+                let x = self.read_i(b, src);
+                let v = b.ins().ineg(x);
+                self.write(b, dst as usize, v);
+            }
+            Op::AddIImm { dst, a, imm } => {
+                let x = self.read_i(b, a);
+                let v = b.ins().iadd_imm_s(x, imm as i64);
+                self.write(b, dst as usize, v);
+            }
+            Op::MulIImm { dst, a, imm } => {
+                let x = self.read_i(b, a);
+                let v = b.ins().imul_imm_s(x, imm as i64);
+                self.write(b, dst as usize, v);
+            }
+            Op::DivIImm { dst, a, imm } => {
+                let x = self.read_i(b, a);
+                let v = match imm {
+                    -1 => b.ins().ineg(x),
+                    _ => {
+                        let y = b.ins().iconst(types::I64, imm as i64);
+                        b.ins().sdiv(x, y)
+                    }
+                };
+                self.write(b, dst as usize, v);
+            }
+            Op::RemIImm { dst, a, imm } => {
+                let x = self.read_i(b, a);
+                let v = match imm {
+                    -1 | 1 => b.ins().iconst(types::I64, 0),
+                    _ => {
+                        let y = b.ins().iconst(types::I64, imm as i64);
+                        b.ins().srem(x, y)
+                    }
+                };
+                self.write(b, dst as usize, v);
+            }
+            Op::AddF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fadd(x, y)),
+            Op::SubF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fsub(x, y)),
+            Op::MulF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fmul(x, y)),
+            Op::DivF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fdiv(x, y)),
+            Op::RemF { dst, a, b: y } => {
+                let (x, y) = (self.read_f(b, a), self.read_f(b, y));
+                let helper = self.helper(b, self.env.helpers.fmod);
+                let call = b.ins().call(helper, &[x, y]);
+                let v = b.inst_results(call)[0];
+                self.write(b, dst as usize, v);
+            }
+            Op::NegF { dst, src } => {
+                let x = self.read_f(b, src);
+                let v = b.ins().fneg(x);
+                self.write(b, dst as usize, v);
+            }
+            Op::EqI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::Equal),
+            Op::NeI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::NotEqual),
+            Op::LtI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::SignedLessThan),
+            Op::LeI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::SignedLessThanOrEqual),
+            Op::EqF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::Equal),
+            Op::NeF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::NotEqual),
+            Op::LtF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::LessThan),
+            Op::LeF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::LessThanOrEqual),
+            Op::EqS { dst, a, b: y } => self.str_cmp(b, dst, a, y, IntCC::Equal),
+            Op::NeS { dst, a, b: y } => self.str_cmp(b, dst, a, y, IntCC::NotEqual),
+            Op::LtS { dst, a, b: y } => self.str_cmp(b, dst, a, y, IntCC::SignedLessThan),
+            Op::LeS { dst, a, b: y } => self.str_cmp(b, dst, a, y, IntCC::SignedLessThanOrEqual),
+            Op::Not { dst, src } => {
+                let x = self.read_i(b, src);
+                let v = b.ins().bxor_imm_u(x, 1);
+                self.write(b, dst as usize, v);
+            }
+
+            Op::Jmp { target } => {
+                let block = self.blocks[&(target as usize)];
+                b.ins().jump(block, &[]);
+                return true;
+            }
+            Op::JmpIf { a, target } => {
+                let x = self.read_i(b, a);
+                self.branch(b, x, target, pc);
+                return true;
+            }
+            Op::JmpIfNot { a, target } => {
+                let x = self.read_i(b, a);
+                let c = b.ins().icmp_imm_s(IntCC::Equal, x, 0);
+                self.branch(b, c, target, pc);
+                return true;
+            }
+            Op::JmpIfNotLtI { a, b: y, target } => {
+                let (x, y) = (self.read_i(b, a), self.read_i(b, y));
+                self.icmp_branch(b, IntCC::SignedGreaterThanOrEqual, x, y, target, pc);
+                return true;
+            }
+            Op::JmpIfNotLeI { a, b: y, target } => {
+                let (x, y) = (self.read_i(b, a), self.read_i(b, y));
+                self.icmp_branch(b, IntCC::SignedGreaterThan, x, y, target, pc);
+                return true;
+            }
+            Op::JmpIfNotEqI { a, b: y, target } => {
+                let (x, y) = (self.read_i(b, a), self.read_i(b, y));
+                self.icmp_branch(b, IntCC::NotEqual, x, y, target, pc);
+                return true;
+            }
+            Op::JmpIfNotNeI { a, b: y, target } => {
+                let (x, y) = (self.read_i(b, a), self.read_i(b, y));
+                self.icmp_branch(b, IntCC::Equal, x, y, target, pc);
+                return true;
+            }
+            Op::JmpIfNotLtIImm { a, imm, target } => {
+                return self.imm_branch(b, a, imm, IntCC::SignedGreaterThanOrEqual, target, pc);
+            }
+            Op::JmpIfNotLeIImm { a, imm, target } => {
+                return self.imm_branch(b, a, imm, IntCC::SignedGreaterThan, target, pc);
+            }
+            Op::JmpIfNotGtIImm { a, imm, target } => {
+                return self.imm_branch(b, a, imm, IntCC::SignedLessThanOrEqual, target, pc);
+            }
+            Op::JmpIfNotGeIImm { a, imm, target } => {
+                return self.imm_branch(b, a, imm, IntCC::SignedLessThan, target, pc);
+            }
+            Op::JmpIfNotEqIImm { a, imm, target } => {
+                return self.imm_branch(b, a, imm, IntCC::NotEqual, target, pc);
+            }
+            Op::JmpIfNotNeIImm { a, imm, target } => {
+                return self.imm_branch(b, a, imm, IntCC::Equal, target, pc);
+            }
+            // "Not less than" must be true for NaN: the unordered forms.
+            Op::JmpIfNotLtF { a, b: y, target } => {
+                self.fcmp_branch(b, FloatCC::UnorderedOrGreaterThanOrEqual, a, y, target, pc);
+                return true;
+            }
+            Op::JmpIfNotLeF { a, b: y, target } => {
+                self.fcmp_branch(b, FloatCC::UnorderedOrGreaterThan, a, y, target, pc);
+                return true;
+            }
+            Op::JmpIfLtF { a, b: y, target } => {
+                self.fcmp_branch(b, FloatCC::LessThan, a, y, target, pc);
+                return true;
+            }
+            Op::JmpIfLeF { a, b: y, target } => {
+                self.fcmp_branch(b, FloatCC::LessThanOrEqual, a, y, target, pc);
+                return true;
+            }
+            Op::ForPrep {
+                counter,
+                end,
+                target,
+            } => {
+                let (c, e) = (self.read_i(b, counter), self.read_i(b, end));
+                self.icmp_branch(b, IntCC::SignedGreaterThanOrEqual, c, e, target, pc);
+                return true;
+            }
+            Op::ForLoop {
+                counter,
+                end,
+                target,
+            } => {
+                let c = self.read_i(b, counter);
+                let next = b.ins().iadd_imm_s(c, 1);
+                self.write(b, counter as usize, next);
+                let e = self.read_i(b, end);
+                self.icmp_branch(b, IntCC::SignedLessThan, next, e, target, pc);
+                return true;
+            }
+
+            Op::Call { func, base, dst } => self.call(b, func, base, dst, pc),
+            Op::Return { src } => {
+                let v = self.read(b, src);
+                self.return_value(b, Some(v));
+                return true;
+            }
+            Op::ReturnVoid => {
+                self.return_value(b, None);
+                return true;
+            }
+
+            Op::LenS { dst, src } => {
+                let s = self.read_i(b, src);
+                let helper = self.helper(b, self.env.helpers.str_len);
+                let call = b.ins().call(helper, &[s]);
+                let v = b.inst_results(call)[0];
+                self.write(b, dst as usize, v);
+            }
+            Op::GetElem { dst, arr, idx } => {
+                let addr = self.element_address(b, arr, idx, pc);
+                let v = b.ins().load(types::I64, flags(), addr, 0);
+                self.write(b, dst as usize, v);
+            }
+            Op::SetElem { arr, idx, val } => {
+                let addr = self.element_address(b, arr, idx, pc);
+                let v = self.read_i(b, val);
+                b.ins().store(flags(), v, addr, 0);
+            }
+            Op::LenA { dst, src } => {
+                let a = self.read_i(b, src);
+                let v = b.ins().load(types::I64, flags(), a, self.env.array.len);
+                self.write(b, dst as usize, v);
+            }
+            Op::Pop { dst, arr } => {
+                self.via_frame(b, &op, pc, |t, b| {
+                    let a = t.read_i(b, arr);
+                    let helper = t.helper(b, t.env.helpers.pop);
+                    let func = b.ins().iconst(types::I32, t.env.func as i64);
+                    let pcv = b.ins().iconst(types::I32, pc as i64);
+                    let slot = b.ins().iadd_imm_s(t.base, slot_offset(dst as usize) as i64);
+                    let call = b.ins().call(helper, &[t.vm, func, pcv, a, slot]);
+                    b.inst_results(call)[0]
+                });
+            }
+            Op::IntToFloat { dst, src } => {
+                let x = self.read_i(b, src);
+                let v = b.ins().fcvt_from_sint(types::F64, x);
+                self.write(b, dst as usize, v);
+            }
+            Op::FloatToInt { dst, src } => {
+                let x = self.read_f(b, src);
+                // Saturating, NaN → 0: exactly Rust's `as`.
+                let v = b.ins().fcvt_to_sint_sat(types::I64, x);
+                self.write(b, dst as usize, v);
+            }
+            Op::Sqrt { dst, src } => {
+                let x = self.read_f(b, src);
+                let v = b.ins().sqrt(x);
+                self.write(b, dst as usize, v);
+            }
+            _ => {
+                debug_assert!(is_slow_op(&op));
+                self.via_frame(b, &op, pc, |t, b| {
+                    let helper = t.helper(b, t.env.helpers.slow_op);
+                    let func = b.ins().iconst(types::I32, t.env.func as i64);
+                    let pcv = b.ins().iconst(types::I32, pc as i64);
+                    let call = b.ins().call(helper, &[t.vm, func, t.base, pcv]);
+                    b.inst_results(call)[0]
+                });
+            }
+        }
+        false
+    }
+
+    fn imm_branch(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        a: Reg,
+        imm: i16,
+        cc: IntCC,
+        target: u32,
+        pc: usize,
+    ) -> bool {
+        let x = self.read_i(b, a);
+        let c = b.ins().icmp_imm_s(cc, x, imm as i64);
+        self.branch(b, c, target, pc);
+        true
+    }
+}
+
+/// Reinterprets `v` as `ty` (same bits) when the types differ.
+fn convert(b: &mut FunctionBuilder<'_>, v: Value, ty: ir::Type) -> Value {
+    if b.func.dfg.value_type(v) == ty {
+        v
+    } else {
+        b.ins().bitcast(ty, MemFlagsData::new(), v)
+    }
+}
+
+/// The instructions that start a basic block: the first, every jump target,
+/// and every instruction after a jump or return.
+pub fn leaders(code: &[Op]) -> Vec<usize> {
+    let mut leader = vec![false; code.len()];
+    if let Some(first) = leader.first_mut() {
+        *first = true;
+    }
+    for (pc, op) in code.iter().enumerate() {
+        let mut ends_block = matches!(op, Op::Return { .. } | Op::ReturnVoid);
+        for operand in op.describe().1 {
+            if let Operand::Target(t) = operand {
+                leader[t as usize] = true;
+                ends_block = true;
+            }
+        }
+        if ends_block && pc + 1 < code.len() {
+            leader[pc + 1] = true;
+        }
+    }
+    (0..code.len()).filter(|&pc| leader[pc]).collect()
+}
+
+/// The back-edge targets of a function (loop headers), where OSR may enter.
+pub fn is_loop_header(code: &[Op], pc: usize) -> bool {
+    code.iter().enumerate().any(|(at, op)| {
+        op.describe()
+            .1
+            .iter()
+            .any(|o| matches!(o, Operand::Target(t) if *t as usize == pc && pc <= at))
+    })
+}
