@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod report;
+
 /// toyvm: a small typed language with a bytecode interpreter, built to teach
 /// JIT profiling.
 #[derive(Parser)]
@@ -34,6 +36,9 @@ enum Command {
         /// The script (`*.toy`).
         script: PathBuf,
     },
+    /// Show a profile written by `run --vmprof`: call tree and flat
+    /// profile, collapsed stacks, or a flame graph.
+    Report(report::ReportArgs),
 }
 
 #[derive(Args)]
@@ -65,6 +70,16 @@ struct RunArgs {
     /// Print each JIT compilation's time to stderr.
     #[arg(long)]
     jit_stats: bool,
+
+    /// Record a VMProf-style profile of the Toy call stack into FILE
+    /// (read it with `toyvm report FILE` or the PyPI `vmprof` tools).
+    #[arg(long, value_name = "FILE")]
+    vmprof: Option<PathBuf>,
+
+    /// CPU time between two --vmprof samples, in microseconds.
+    #[arg(long, value_name = "N", requires = "vmprof", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
+    vmprof_interval_us: u64,
 
     /// The call-depth limit: deeper calls stop the script with an error.
     #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH,
@@ -105,6 +120,7 @@ fn main() -> ExitCode {
                 }
             })
         }
+        Command::Report(args) => report::run(args),
     };
     ExitCode::from(status.unwrap_or(1))
 }
@@ -131,6 +147,10 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         max_depth: run.max_depth,
         gc_stress: run.gc_stress,
         tier_up,
+        vmprof: run.vmprof.map(|path| vm::vmprof::VmprofOptions {
+            path,
+            interval: std::time::Duration::from_micros(run.vmprof_interval_us),
+        }),
         ..vm::driver::Options::default()
     };
     Ok(vm::driver::run(&module, run.args, &options) as u8)

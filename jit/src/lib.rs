@@ -15,6 +15,10 @@
 //!   gets its own tiny trampoline `(vm, func, base) -> interp_entry(vm,
 //!   <func>, base)` (a normal call, so its frame stays on the stack), built
 //!   in one batch, so perf attributes interpreter time to Toy functions.
+//! * **Profiling.** While `toyvm run --vmprof` profiles, native functions
+//!   and trampolines push and pop their function on the vmprof shadow
+//!   stack inline ([`shadow_stack`]); OSR variants and shims do not (the
+//!   frame is already pushed, or the native function pushes it).
 //! * **Reporting.** Every region (native, shim, OSR variant, trampoline) goes
 //!   to `perfsupport` with its final address and size, Cranelift's unwind
 //!   info and a line table from bytecode positions, after its batch is
@@ -29,6 +33,7 @@ pub mod disasm;
 pub mod helpers;
 pub mod layout;
 pub mod names;
+pub mod shadow_stack;
 pub mod system_unwind;
 pub mod translate;
 
@@ -50,6 +55,7 @@ use vm::runtime::{EntryFn, Vm};
 
 use layout::ArrayLayout;
 use names::{NameKind, region_name};
+use shadow_stack::{ShadowFrame, emit_shadow_pop, emit_shadow_push};
 use translate::{Env, HelperIds, Variant};
 
 /// Default `--jit-threshold`: calls plus back-edges before a function is
@@ -250,6 +256,11 @@ impl Jit {
             helpers: self.helpers,
             array: self.array,
             call_conv,
+            // OSR code continues a frame the interpreter already pushed.
+            shadow: match variant {
+                Variant::Native => vm.vmprof_code_id(func).map(ShadowFrame::current_thread),
+                Variant::Osr { .. } => None,
+            },
         };
         {
             let mut builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -367,11 +378,19 @@ impl Jit {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
+            // Replacing the interpreter's profiling wrapper: keep its push.
+            let shadow = vm.vmprof_code_id(func).map(ShadowFrame::current_thread);
+            if let Some(frame) = shadow {
+                emit_shadow_push(&mut b, frame);
+            }
             let callee = self.jit.declare_func_in_func(self.interp_entry, b.func);
             let fv = b.ins().iconst(types::I32, func as i64);
             // A normal call, never a tail call: the frame must stay visible.
             let call = b.ins().call(callee, &[vmv, fv, base]);
             let status = b.inst_results(call)[0];
+            if let Some(frame) = shadow {
+                emit_shadow_pop(&mut b, frame);
+            }
             b.ins().return_(&[status]);
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());

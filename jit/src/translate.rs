@@ -10,7 +10,9 @@
 //! without one) and the entry ABI's status (`STATUS_OK`/`STATUS_ERROR`).
 //! Its prologue does what `interp_entry` does: the depth check (error
 //! without a trace entry), `depth += 1`, the frame record, zeroing ref
-//! registers; every exit restores `depth`.
+//! registers; every exit restores `depth`. While profiling, the prologue
+//! also pushes the function on the vmprof shadow stack and every exit pops
+//! it ([`crate::shadow_stack`]).
 //!
 //! The **OSR variant** `(vm, base) -> status` of a loop header continues an
 //! interpreted activation: its entry block loads every typed register from
@@ -53,6 +55,7 @@ use vm::runtime::offsets;
 
 use crate::helpers::{codes, is_slow_op};
 use crate::layout::ArrayLayout;
+use crate::shadow_stack::{ShadowFrame, emit_shadow_pop, emit_shadow_push};
 
 /// Which kind of code to generate for a function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +133,9 @@ pub struct Env<'a> {
     pub helpers: HelperIds,
     pub array: ArrayLayout,
     pub call_conv: CallConv,
+    /// While profiling (`toyvm run --vmprof`): the shadow-stack entry the
+    /// native variant pushes in its prologue and pops on every exit.
+    pub shadow: Option<ShadowFrame>,
 }
 
 /// Where a register lives in compiled code.
@@ -299,6 +305,9 @@ impl Translator<'_, '_> {
         let func = b.ins().iconst(types::I32, self.env.func as i64);
         b.ins().store(flags(), func, rec, 8);
         self.depth0 = Some(depth);
+        if let Some(frame) = self.env.shadow {
+            emit_shadow_push(b, frame);
+        }
         let nparams = self.f.params.len();
         let zero = b.ins().iconst(types::I64, 0);
         for &r in &self.f.ref_regs {
@@ -418,8 +427,10 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins()
-                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                if let Some(frame) = self.env.shadow {
+                    emit_shadow_pop(b, frame);
+                }
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
                 b.ins().return_(&[zero, one]);
@@ -471,8 +482,10 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins()
-                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                if let Some(frame) = self.env.shadow {
+                    emit_shadow_pop(b, frame);
+                }
                 let value = match value {
                     Some(v) => convert(b, v, self.ret_type()),
                     None => {

@@ -17,6 +17,7 @@ use crate::bytecode::{self, Module};
 use crate::diag::{self, Diagnostic};
 use crate::interp;
 use crate::runtime::{self, STATUS_OK, Vm};
+use crate::vmprof::{Session, VmprofOptions};
 use crate::{check, compile, parser};
 
 /// Default `--max-depth`: frames that may be active at once.
@@ -54,6 +55,9 @@ pub struct Options {
     /// Write stdout out after every `print` instead of in 64 KiB chunks.
     /// [`run`] turns it on when stdout is a terminal.
     pub line_buffered: bool,
+    /// Record a VMProf-style profile of the Toy call stack (see
+    /// [`crate::vmprof`]).
+    pub vmprof: Option<VmprofOptions>,
     /// The JIT to run with; `None` interprets everything.
     pub tier_up: Option<TierUpFactory>,
 }
@@ -64,6 +68,7 @@ impl std::fmt::Debug for Options {
             .field("max_depth", &self.max_depth)
             .field("gc_stress", &self.gc_stress)
             .field("tier_up", &self.tier_up.is_some())
+            .field("vmprof", &self.vmprof)
             .finish()
     }
 }
@@ -74,6 +79,7 @@ impl Default for Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
             line_buffered: false,
+            vmprof: None,
             tier_up: None,
         }
     }
@@ -217,6 +223,13 @@ fn execute(
         vm.heap.set_stress();
     }
     vm.out.line_buffered = options.line_buffered;
+    // Profiling starts before the JIT does: the profiling wrappers go into
+    // the entry table first, and every entry the JIT installs over one
+    // (compiled code, trampolines) keeps the shadow stack itself.
+    let profile = options
+        .vmprof
+        .as_ref()
+        .and_then(|vmprof| start_profile(&mut vm, vmprof, stderr).map(|session| (session, vmprof)));
     // The JIT (its code memory) must stay alive while the VM runs code;
     // it lives until the end of this function.
     let mut jit = options.tier_up.as_ref().map(|make| make());
@@ -225,6 +238,11 @@ fn execute(
         vm.tier_up = Some(std::ptr::NonNull::from(&mut **jit));
     }
     let status = interp::run_main(&mut vm);
+    // Completes the profile before anything else is reported, also after a
+    // runtime error (and, through `Session`'s drop, on a panic).
+    if let Some((session, vmprof)) = profile {
+        finish_profile(session, vmprof, stderr);
+    }
     let flushed = vm.out.flush();
     let (error, trace) = match (status, flushed) {
         (STATUS_OK, Ok(())) => return 0,
@@ -241,4 +259,39 @@ fn execute(
     let _ = stderr.write_all(text.as_bytes());
     let _ = stderr.flush();
     1
+}
+
+/// Starts profiling `vm`; if that fails, says why in one line and lets the
+/// script run unprofiled.
+fn start_profile(
+    vm: &mut Vm<'_>,
+    options: &VmprofOptions,
+    stderr: &mut (dyn Write + Send),
+) -> Option<Session> {
+    match Session::start(vm, options) {
+        Ok(session) => Some(session),
+        Err(error) => {
+            let why = match &error {
+                perfsupport::vmprof::VmprofError::Io { source, .. } => source.to_string(),
+                other => other.to_string(),
+            };
+            let _ = writeln!(
+                stderr,
+                "warning: cannot write the profile '{}': {why}; running without --vmprof",
+                options.path.display()
+            );
+            None
+        }
+    }
+}
+
+/// Stops the profiler; reports a profile that could not be completed.
+fn finish_profile(session: Session, options: &VmprofOptions, stderr: &mut (dyn Write + Send)) {
+    if let Err(error) = session.finish() {
+        let _ = writeln!(
+            stderr,
+            "warning: the profile '{}' is incomplete: {error}",
+            options.path.display()
+        );
+    }
 }

@@ -37,7 +37,8 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         if (*rt).hotness < 0
             && let Some(entry) = tier::hot_call(vm, func)
         {
-            return entry(vm, func, base);
+            // Profiling: the compiled code keeps the shadow stack itself.
+            return crate::vmprof::hand_over(vm, func, base, entry);
         }
         let depth = (*vm).depth + 1;
         if depth > (*vm).max_depth {

@@ -25,3 +25,4 @@ pub mod interp;
 pub mod lexer;
 pub mod parser;
 pub mod runtime;
+pub mod vmprof;

@@ -171,6 +171,9 @@ pub struct Vm<'m> {
     pub tier_up: Option<std::ptr::NonNull<dyn tier::TierUp>>,
     /// Owns the entry table; only accessed through `entry_table`.
     entries: Box<[EntryFn]>,
+    /// The profiling wrapper's table while a [`crate::vmprof::Session`]
+    /// runs (see [`Vm::vmprof_code_id`]).
+    pub(crate) vmprof: Option<Box<crate::vmprof::ProfiledEntries>>,
     stack: Region<u64>,
     frame_records: Region<FrameRecord>,
 }
@@ -263,6 +266,7 @@ impl<'m> Vm<'m> {
             tier_up: None,
             stack,
             frame_records,
+            vmprof: None,
         }))
     }
 

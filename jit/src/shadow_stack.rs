@@ -1,0 +1,84 @@
+//! Inline pushes and pops on the vmprof shadow stack, for compiled code
+//! generated while `toyvm run --vmprof` profiles.
+//!
+//! The sampler copies the current thread's shadow stack of code ids on each
+//! `SIGPROF` (see `perfsupport::vmprof::shadow_stack` for the layout and the
+//! protocol). Interpreted frames are pushed by the interpreter's profiling
+//! wrapper; code a JIT installs as an entry (compiled functions, perf
+//! trampolines) replaces that wrapper and must push its own frame:
+//! [`emit_shadow_push`] in the prologue and [`emit_shadow_pop`] on every
+//! exit. When not profiling (`Vm::vmprof_code_id` is `None`) nothing is
+//! emitted, so unprofiled code is unchanged.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, types};
+use cranelift_frontend::FunctionBuilder;
+use perfsupport::vmprof::{
+    SHADOW_STACK_CAPACITY, SHADOW_STACK_DEPTH_OFFSET, SHADOW_STACK_IDS_OFFSET, ShadowStack,
+};
+
+/// Where a function's shadow-stack entry goes: the stack and the id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShadowFrame {
+    /// The shadow stack of the thread that will run the code. The VM runs
+    /// Toy code on the thread that compiles it, so this is the compiling
+    /// thread's stack, whose address is fixed for the thread's life.
+    pub stack: usize,
+    /// The function's vmprof code id.
+    pub id: usize,
+}
+
+impl ShadowFrame {
+    /// The frame for code id `id` on the current thread's stack.
+    pub fn current_thread(id: usize) -> ShadowFrame {
+        ShadowFrame {
+            stack: ShadowStack::current_ptr() as usize,
+            id,
+        }
+    }
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+/// Emits the push of `frame.id`: store the id in `ids[depth]` if that slot
+/// exists, *then* store `depth + 1`, so a signal handler that interrupts
+/// the push never sees an unwritten slot (Cranelift keeps stores in
+/// program order). Leaves the builder in a fresh block.
+pub fn emit_shadow_push(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) {
+    let stack = b.ins().iconst(types::I64, frame.stack as i64);
+    let depth = b
+        .ins()
+        .load(types::I64, flags(), stack, SHADOW_STACK_DEPTH_OFFSET as i32);
+    let fits = b
+        .ins()
+        .icmp_imm_s(IntCC::UnsignedLessThan, depth, SHADOW_STACK_CAPACITY as i64);
+    let store_id = b.create_block();
+    let publish = b.create_block();
+    b.ins().brif(fits, store_id, &[], publish, &[]);
+
+    b.switch_to_block(store_id);
+    let offset = b.ins().ishl_imm_u(depth, 3);
+    let slot = b.ins().iadd(stack, offset);
+    let id = b.ins().iconst(types::I64, frame.id as i64);
+    b.ins()
+        .store(flags(), id, slot, SHADOW_STACK_IDS_OFFSET as i32);
+    b.ins().jump(publish, &[]);
+
+    b.switch_to_block(publish);
+    let depth1 = b.ins().iadd_imm_s(depth, 1);
+    b.ins()
+        .store(flags(), depth1, stack, SHADOW_STACK_DEPTH_OFFSET as i32);
+}
+
+/// Emits the pop: `depth -= 1` (one store, atomic for the handler).
+pub fn emit_shadow_pop(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) {
+    let stack = b.ins().iconst(types::I64, frame.stack as i64);
+    let depth = b
+        .ins()
+        .load(types::I64, flags(), stack, SHADOW_STACK_DEPTH_OFFSET as i32);
+    let depth1 = b.ins().iadd_imm_s(depth, -1);
+    b.ins()
+        .store(flags(), depth1, stack, SHADOW_STACK_DEPTH_OFFSET as i32);
+}

@@ -1,0 +1,182 @@
+//! The call tree and the flat profile, computed from the samples.
+
+use super::load::ToyProfile;
+
+/// One node of the call tree: a frame reached by one call path.
+#[derive(Debug)]
+pub struct Node {
+    /// Index into [`ToyProfile::frames`].
+    pub frame: usize,
+    /// Samples in this function or anything it called on this path.
+    pub total: u64,
+    /// Samples in this function's own code on this path.
+    pub self_samples: u64,
+    /// Child nodes, sorted by `total`, largest first (after [`CallTree::build`]).
+    pub children: Vec<usize>,
+}
+
+/// All call paths of a profile, merged. Direct recursion (`f` calling `f`)
+/// is folded into one node, as vmprof's own tree does, so a deep recursion
+/// stays one line.
+#[derive(Debug)]
+pub struct CallTree {
+    /// `nodes[0]` is a virtual root above the outermost frames.
+    pub nodes: Vec<Node>,
+}
+
+impl CallTree {
+    /// Builds the tree of `profile`'s samples.
+    pub fn build(profile: &ToyProfile) -> CallTree {
+        let mut tree = CallTree {
+            nodes: vec![Node {
+                frame: usize::MAX,
+                total: 0,
+                self_samples: 0,
+                children: Vec::new(),
+            }],
+        };
+        for stack in &profile.stacks {
+            let mut at = 0;
+            tree.nodes[0].total += 1;
+            let mut previous = None;
+            for &frame in stack {
+                if previous == Some(frame) {
+                    continue;
+                }
+                previous = Some(frame);
+                at = tree.child(at, frame);
+                tree.nodes[at].total += 1;
+            }
+            tree.nodes[at].self_samples += 1;
+        }
+        let totals: Vec<u64> = tree.nodes.iter().map(|n| n.total).collect();
+        for node in &mut tree.nodes {
+            node.children
+                .sort_by_key(|&c| (std::cmp::Reverse(totals[c]), c));
+        }
+        tree
+    }
+
+    /// The child of `parent` for `frame`, created if new.
+    fn child(&mut self, parent: usize, frame: usize) -> usize {
+        if let Some(&c) = self.nodes[parent]
+            .children
+            .iter()
+            .find(|&&c| self.nodes[c].frame == frame)
+        {
+            return c;
+        }
+        self.nodes.push(Node {
+            frame,
+            total: 0,
+            self_samples: 0,
+            children: Vec::new(),
+        });
+        let index = self.nodes.len() - 1;
+        self.nodes[parent].children.push(index);
+        index
+    }
+}
+
+/// One line of the flat profile.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FlatEntry {
+    /// Index into [`ToyProfile::frames`].
+    pub frame: usize,
+    /// Samples with this function anywhere on the stack (counted once per
+    /// sample, however deep the recursion).
+    pub total: u64,
+    /// Samples with this function innermost.
+    pub self_samples: u64,
+}
+
+/// Every frame's total and self samples, sorted by total, largest first;
+/// among equal totals callers (frames seen nearer the root) come first.
+pub fn flat_profile(profile: &ToyProfile) -> Vec<FlatEntry> {
+    let mut entries: Vec<FlatEntry> = (0..profile.frames.len())
+        .map(|frame| FlatEntry {
+            frame,
+            total: 0,
+            self_samples: 0,
+        })
+        .collect();
+    let mut last_seen = vec![usize::MAX; profile.frames.len()];
+    let mut min_depth = vec![usize::MAX; profile.frames.len()];
+    for (sample, stack) in profile.stacks.iter().enumerate() {
+        for (depth, &frame) in stack.iter().enumerate() {
+            min_depth[frame] = min_depth[frame].min(depth);
+            if last_seen[frame] != sample {
+                last_seen[frame] = sample;
+                entries[frame].total += 1;
+            }
+        }
+        if let Some(&leaf) = stack.last() {
+            entries[leaf].self_samples += 1;
+        }
+    }
+    entries.sort_by_key(|e| {
+        (
+            std::cmp::Reverse(e.total),
+            min_depth[e.frame],
+            std::cmp::Reverse(e.self_samples),
+            e.frame,
+        )
+    });
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::load::Frame;
+
+    fn profile(stacks: Vec<Vec<usize>>) -> ToyProfile {
+        let frame = |name: &str| Frame {
+            name: name.into(),
+            file: "a.toy".into(),
+            line: 1,
+        };
+        ToyProfile {
+            script: "a.toy".into(),
+            period_us: 1000,
+            frames: vec![frame("<main>"), frame("f"), frame("g")],
+            stacks,
+        }
+    }
+
+    #[test]
+    fn tree_counts_total_and_self_and_folds_direct_recursion() {
+        let p = profile(vec![
+            vec![0, 1, 1, 1],
+            vec![0, 1, 2],
+            vec![0, 1, 2],
+            vec![0],
+        ]);
+        let tree = CallTree::build(&p);
+        let main = tree.nodes[0].children[0];
+        assert_eq!(
+            (tree.nodes[main].total, tree.nodes[main].self_samples),
+            (4, 1)
+        );
+        let f = tree.nodes[main].children[0];
+        assert_eq!((tree.nodes[f].total, tree.nodes[f].self_samples), (3, 1));
+        let g = tree.nodes[f].children[0];
+        assert_eq!((tree.nodes[g].total, tree.nodes[g].self_samples), (2, 2));
+        assert!(tree.nodes[g].children.is_empty());
+    }
+
+    #[test]
+    fn flat_profile_counts_recursion_once_and_sorts_by_total() {
+        let p = profile(vec![vec![0, 2, 1, 1], vec![0, 1], vec![0, 2]]);
+        let flat = flat_profile(&p);
+        let rows: Vec<(usize, u64, u64)> = flat
+            .iter()
+            .map(|e| (e.frame, e.total, e.self_samples))
+            .collect();
+        assert_eq!(rows, vec![(0, 3, 0), (1, 2, 2), (2, 2, 1)]);
+        // Equal totals: the caller first, even with less self time.
+        let p = profile(vec![vec![0, 1, 2], vec![0, 1, 2], vec![0, 1]]);
+        let rows: Vec<usize> = flat_profile(&p).iter().map(|e| e.frame).collect();
+        assert_eq!(rows, vec![0, 1, 2]);
+    }
+}

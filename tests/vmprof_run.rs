@@ -1,0 +1,227 @@
+//! `toyvm run --vmprof FILE`: what the profile holds, and that every way a
+//! run can end leaves a complete file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{ToyRun, toyvm};
+use perfsupport::vmprof::{Profile, read_profile};
+
+/// A fresh path in Cargo's per-test temp dir (any old file removed).
+fn temp_path(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vmprof_run");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn run_profiled(profile: &Path, extra: &[&str], script: &str, args: &[&str]) -> ToyRun {
+    let profile = profile.to_str().expect("utf-8 temp path");
+    let mut argv = vec!["run", "--vmprof", profile];
+    argv.extend_from_slice(extra);
+    argv.push(script);
+    argv.extend_from_slice(args);
+    toyvm(&argv)
+}
+
+/// The function names of a sample's stack, root first.
+fn names<'p>(profile: &'p Profile, stack: &[u64]) -> Vec<&'p str> {
+    stack
+        .iter()
+        .map(|&id| {
+            let name = profile.name(id).expect("every id is named");
+            name.split(':').nth(1).expect("toy:<fn>:<line>:<file>")
+        })
+        .collect()
+}
+
+/// The tiers: interpreter only; tier-up at calls and loops (OSR, the
+/// interpreter handing a call to fresh code); everything compiled.
+const TIERS: [&[&str]; 3] = [
+    &["--no-jit"],
+    &["--jit-threshold", "50"],
+    &["--jit-threshold", "0"],
+];
+
+#[test]
+fn every_sample_is_the_toy_call_chain_under_main_in_every_tier() {
+    for tier in TIERS {
+        check_nested_chain(tier);
+    }
+}
+
+fn check_nested_chain(tier: &[&str]) {
+    let path = temp_path("nested.prof");
+    let run = run_profiled(&path, tier, "tests/vmprof/nested.toy", &["200"]);
+    assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.stderr, "");
+    let profile = read_profile(&path).expect("a readable profile");
+    assert_eq!(profile.interp, "toyvm");
+    assert!(profile.has_trailer);
+    assert_eq!(
+        profile.meta_value("script"),
+        Some("tests/vmprof/nested.toy")
+    );
+    let mut registered: Vec<&str> = profile.names.values().map(String::as_str).collect();
+    registered.sort_unstable();
+    assert_eq!(
+        registered,
+        [
+            "toy:<main>:1:tests/vmprof/nested.toy",
+            "toy:inner_hot:5:tests/vmprof/nested.toy",
+            "toy:middle:13:tests/vmprof/nested.toy",
+            "toy:outer:17:tests/vmprof/nested.toy",
+        ]
+    );
+    assert!(
+        profile.samples.len() > 20,
+        "{} samples",
+        profile.samples.len()
+    );
+    let chain = ["<main>", "outer", "middle", "inner_hot"];
+    let mut in_inner = 0;
+    for sample in &profile.samples {
+        let stack = names(&profile, &sample.stack);
+        assert!(
+            chain.starts_with(&stack) && !stack.is_empty(),
+            "{tier:?}: a stack that is not a prefix of the call chain: {stack:?}"
+        );
+        in_inner += usize::from(stack.len() == 4);
+    }
+    // inner_hot does all the work but a few hundred steps per round.
+    assert!(
+        in_inner * 100 >= profile.samples.len() * 90,
+        "{tier:?}: {in_inner} of {} samples in inner_hot",
+        profile.samples.len()
+    );
+}
+
+#[test]
+fn recursion_keeps_one_frame_per_call_in_every_tier() {
+    for tier in TIERS {
+        let path = temp_path("fib.prof");
+        let run = run_profiled(&path, tier, "examples/scripts/bench/fib.toy", &["32"]);
+        assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+        let profile = read_profile(&path).expect("a readable profile");
+        assert!(!profile.samples.is_empty(), "{tier:?}: no samples");
+        for sample in &profile.samples {
+            let stack = names(&profile, &sample.stack);
+            // fib(32) is at most 32 calls deep: more frames would mean a
+            // call pushed twice (e.g. by the interpreter and compiled code).
+            assert!(stack.len() <= 33, "{tier:?}: {} frames", stack.len());
+            assert_eq!(stack[0], "<main>", "{tier:?}");
+            assert!(
+                stack[1..].iter().all(|&n| n == "fib"),
+                "{tier:?}: {stack:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_runtime_error_still_leaves_a_complete_profile() {
+    let dir = temp_path("crash");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let script = dir.join("crash.toy");
+    std::fs::write(
+        &script,
+        "fn work(n: int) -> int {\n  let h = 0;\n  for i in 0..n { h = (h * 31 + i) % 1000003; }\n  return h;\n}\n\
+         fn boom(x: int) -> int { return 10 / (x - x); }\n\
+         print(work(20000000));\nprint(boom(work(10)));\n",
+    )
+    .expect("write script");
+    let path = dir.join("crash.prof");
+    let run = run_profiled(&path, &[], script.to_str().expect("utf-8"), &[]);
+    assert_eq!(run.status, Some(1), "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("division by zero"), "{}", run.stderr);
+    assert!(!run.stderr.contains("profile"), "{}", run.stderr);
+    let profile = read_profile(&path).expect("a readable profile");
+    assert!(profile.has_trailer, "the profile was completed");
+    assert!(!profile.samples.is_empty());
+    let report = toyvm(&["report", path.to_str().expect("utf-8")]);
+    assert_eq!(report.status, Some(0), "{}", report.stderr);
+    assert!(report.stdout.contains("work"), "{}", report.stdout);
+}
+
+#[test]
+fn a_depth_error_still_leaves_a_complete_profile() {
+    let path = temp_path("deep.prof");
+    let script = temp_path("deep.toy");
+    std::fs::write(
+        &script,
+        "fn down(n: int) -> int { return down(n + 1) + 1; }\nprint(down(0));\n",
+    )
+    .expect("write script");
+    let run = run_profiled(
+        &path,
+        &["--max-depth", "2000"],
+        script.to_str().expect("utf-8"),
+        &[],
+    );
+    assert_eq!(run.status, Some(1), "stderr: {}", run.stderr);
+    let profile = read_profile(&path).expect("a readable profile");
+    assert!(profile.has_trailer);
+}
+
+#[test]
+fn an_uncreatable_profile_is_one_warning_and_the_script_still_runs() {
+    let path = temp_path("no-such-dir").join("x.prof");
+    let run = run_profiled(&path, &[], "examples/scripts/hello.toy", &[]);
+    assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        toyvm(&["run", "examples/scripts/hello.toy"]).stdout
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .starts_with("warning: cannot write the profile '")
+            && run.stderr.contains("x.prof")
+            && run.stderr.contains("running without --vmprof"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_interval_is_checked_and_needs_vmprof() {
+    let alone = toyvm(&[
+        "run",
+        "--vmprof-interval-us",
+        "500",
+        "examples/scripts/hello.toy",
+    ]);
+    assert_eq!(alone.status, Some(2), "{}", alone.stderr);
+    assert!(alone.stderr.contains("--vmprof"), "{}", alone.stderr);
+    let path = temp_path("interval.prof");
+    for bad in ["0", "9", "1000001", "x"] {
+        let run = run_profiled(
+            &path,
+            &["--vmprof-interval-us", bad],
+            "examples/scripts/hello.toy",
+            &[],
+        );
+        assert_eq!(run.status, Some(2), "{bad}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+    let run = run_profiled(
+        &path,
+        &["--vmprof-interval-us", "250"],
+        "tests/vmprof/nested.toy",
+        &["50"],
+    );
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    assert_eq!(read_profile(&path).expect("readable").period_us, 250);
+}
+
+#[test]
+fn a_quick_script_gives_a_complete_empty_profile() {
+    let path = temp_path("hello.prof");
+    let run = run_profiled(&path, &[], "examples/scripts/hello.toy", &[]);
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    let profile = read_profile(&path).expect("readable");
+    assert!(profile.has_trailer);
+    assert!(profile.samples.len() < 5);
+}
