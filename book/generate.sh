@@ -35,6 +35,15 @@ echo "generate.sh: building (release)" >&2
 cargo build --release --quiet
 TOYVM="$ROOT/target/release/toyvm"
 
+# Not under /tmp/perf-: perf reads every file below such a path as a perf map.
+WORK=$(mktemp -d /tmp/toyvm-book.XXXXXX)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do rm -f "/tmp/perf-$pid.map"; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
 # run_toy FILE.txt CMD...: the command line, its stdout+stderr, its exit status.
 run_toy() {
     local file=$1
@@ -64,6 +73,78 @@ run_toy runtime-error.txt run examples/scripts/errors.toy
 # --- Bytecode -----------------------------------------------------------------
 run_toy disasm-sum.txt disasm book/examples/sum.toy
 
+# --- Tiering and Cranelift ----------------------------------------------------
+# `disasm --jit` prints runtime addresses: the absolute column goes, jump and
+# call targets inside the region become <+offset>, other addresses ADDR.
+strip_jit_addresses() {
+    python3 -c '
+import re, sys
+base = size = None
+for line in sys.stdin:
+    m = re.match(r"== (\S+) \((\d+) bytes at 0x([0-9a-f]+)\) ==", line)
+    if m:
+        size, base = int(m.group(2)), int(m.group(3), 16)
+        line = line.replace("at 0x" + m.group(3), "at ADDR")
+    line = re.sub(r"^  0x[0-9a-f]+ ", "  ", line)
+    def target(t):
+        a = int(t.group(1), 16)
+        if base is not None and base <= a < base + size:
+            return f"<+{a - base}>"
+        return "ADDR"
+    line = re.sub(r"\b([0-9A-F]{9,})h\b", target, line)
+    sys.stdout.write(line)
+'
+}
+"$TOYVM" disasm --jit book/examples/fib.toy | strip_jit_addresses >"$WORK/disasm-jit.txt"
+{
+    echo "\$ toyvm disasm --jit book/examples/fib.toy   # the native variant of fib, IR part"
+    awk '/^== toy:jit:fib:/ { p = 1 } /^-- machine code/ { p = 0 } p' "$WORK/disasm-jit.txt"
+} >"$OUT/jit-fib-ir.txt"
+{
+    echo "\$ toyvm disasm --jit book/examples/fib.toy   # the native variant of fib, machine code"
+    awk '/^== toy:jit:fib:/ { p = 1; print; next } /^== / { p = 0 } p && /^-- machine code/ { q = 1 } p && q' \
+        "$WORK/disasm-jit.txt" | sed '/^$/d'
+} >"$OUT/jit-fib-code.txt"
+{
+    echo "\$ toyvm disasm --jit book/examples/fib.toy   # the entry shim of fib"
+    awk '/^== toy:jit-entry:fib:/ { p = 1 } /^== toy:jit:<main>/ { p = 0 } p' "$WORK/disasm-jit.txt" | sed '/^$/d'
+} >"$OUT/jit-fib-shim.txt"
+rm -f "$WORK/disasm-jit.txt"
+{
+    echo "\$ toyvm run --jit-threshold 0 --jit-stats examples/scripts/profile_demo.toy 10 1000"
+    echo "  (compile times replaced by N)"
+    "$TOYVM" run --jit-threshold 0 --jit-stats examples/scripts/profile_demo.toy 10 1000 2>&1 |
+        sed -E 's/: [0-9]+ us$/: N us/'
+    echo "\$ toyvm run --jit-stats examples/scripts/profile_demo.toy 10 100000"
+    "$TOYVM" run --jit-stats examples/scripts/profile_demo.toy 10 100000 2>&1 |
+        sed -E 's/: [0-9]+ us$/: N us/'
+} >"$OUT/jit-stats.txt"
+
+# --- VMProf-style profiles and toyvm report -------------------------------------
+# Sample counts differ from run to run: percentages, counts and seconds
+# become placeholders in the text files. The flame graph SVG is real data
+# and so differs per run: it is written only when missing, or when
+# REGENERATE_IMAGES=1 is set.
+"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 300 100000 >/dev/null
+strip_counts() {
+    sed -E -e 's/^ *[0-9]+\.[0-9]% +[0-9]+\.[0-9]%/   NN.N%   NN.N%/' -e 's/: [0-9]+ samples/: N samples/' \
+        -e 's/\([0-9]+\.[0-9]+ s\)/(N s)/' -e 's|'"$WORK"'/||g'
+}
+{
+    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 300 100000"
+    echo "\$ toyvm report demo.prof   # percentages replaced by NN.N%"
+    "$TOYVM" report "$WORK/demo.prof" | strip_counts
+} >"$OUT/vmprof-report.txt"
+{
+    echo "\$ toyvm report --folded demo.prof   # sample counts replaced by N"
+    "$TOYVM" report --folded "$WORK/demo.prof" | sed -E 's/ [0-9]+$/ N/'
+} >"$OUT/vmprof-folded.txt"
+if [[ ! -e book/src/images/vmprof-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
+    (cd "$WORK" && "$TOYVM" report --flamegraph flamegraph.svg demo.prof >/dev/null)
+    cp "$WORK/flamegraph.svg" book/src/images/vmprof-flamegraph.svg
+fi
+rm -f "$WORK/demo.prof"
+
 # --- perfsupport: the end-to-end test binary as a tiny "VM" ---------------------
 echo "generate.sh: building the perfsupport end-to-end binary" >&2
 E2E=$(cargo test --release --quiet -p perfsupport --test perf_e2e --no-run \
@@ -73,15 +154,6 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "perf_e2e":
         print(m["executable"])')
-
-# Not under /tmp/perf-: perf reads every file below such a path as a perf map.
-WORK=$(mktemp -d /tmp/toyvm-book.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do rm -f "/tmp/perf-$pid.map"; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 # Decodes a jitdump (header and records) with every run-dependent value
 # replaced by a placeholder. Offsets and sizes are real.
@@ -197,16 +269,82 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     # The interpreter as perf sees it without trampolines: every Toy frame is
     # one native interp_entry frame (run inlined), named the same.
     (cd "$WORK" && perf record -q -N -e cpu-clock -F 999 -g -o interp.data -- \
-        "$TOYVM" run "$ROOT/examples/scripts/profile_demo.toy" 300 100000 >/dev/null 2>&1)
+        "$TOYVM" run --no-jit "$ROOT/examples/scripts/profile_demo.toy" 300 100000 >/dev/null 2>&1)
     (cd "$WORK" && perf script -i interp.data --no-inline -F ip,sym >interp.txt 2>/dev/null)
     {
-        echo "\$ perf record -g -- toyvm run examples/scripts/profile_demo.toy 300 100000"
+        echo "\$ perf record -g -- toyvm run --no-jit examples/scripts/profile_demo.toy 300 100000"
         echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
         awk 'BEGIN { RS = ""; FS = "\n" }
             { n = 0; for (i = 1; i <= NF; i++) if ($i ~ / vm::interp::interp_entry$/) n++ }
             $1 ~ / vm::interp::interp_entry$/ && n == 4 { print; exit }' "$WORK/interp.txt" |
             awk '{ $1 = ""; print "   " $0 }'
     } >"$OUT/perf-interp-stack.txt"
+
+    # --- The quick start, trampolines, line tables -----------------------------
+    # All from the repository root, so region names carry the short path.
+    pct() { sed -E -e 's/^ *[0-9]+\.[0-9]+%/    NN.NN%/' -e 's/% +[0-9]+\.[0-9]+%/%  NN.NN%/' -e 's/ +$//'; }
+    perf record -q -g -e cpu-clock -F 999 -o "$WORK/quick.data" -- \
+        "$TOYVM" run --perf examples/scripts/profile_demo.toy 300 100000 >"$WORK/quick.out" 2>&1
+    {
+        echo "\$ perf record -g -e cpu-clock -- toyvm run --perf examples/scripts/profile_demo.toy 300 100000"
+        cat "$WORK/quick.out"
+        echo "\$ perf report --children --sort sym -g none --stdio   # toy: and interpreter lines; percentages replaced"
+        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio 2>/dev/null |
+            grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct
+    } >"$OUT/quick-perf-report.txt"
+    PIDS+=($(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
+
+    perf record -q -g -e cpu-clock -F 999 -o "$WORK/tramp.data" -- \
+        "$TOYVM" run --no-jit --perf examples/scripts/profile_demo.toy 300 100000 >/dev/null 2>&1
+    PIDS+=($(perf script -i "$WORK/tramp.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
+    {
+        echo "\$ perf record -g -- toyvm run --no-jit --perf examples/scripts/profile_demo.toy 300 100000"
+        echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
+        perf script -i "$WORK/tramp.data" --no-inline -F ip,sym >"$WORK/tramp.txt" 2>/dev/null
+        awk 'BEGIN { RS = ""; FS = "\n" }
+                $1 ~ / vm::interp::interp_entry$/ && $2 ~ / toy:interp:inner_hot:/ { print; exit }' "$WORK/tramp.txt" |
+            awk '{ $1 = ""; print "   " $0 }'
+    } >"$OUT/perf-trampoline-stack.txt"
+
+    # The jitdump path; --jit-threshold 0 so the hot loop runs compiled.
+    # In a directory of its own, so the only jit-*.dump there is toyvm's.
+    JD="$WORK/jd"
+    mkdir -p "$JD"
+    (cd "$JD" && perf record -q -k 1 -e cpu-clock -F 999 --call-graph dwarf -o jd.data -- \
+        "$TOYVM" run --jit-threshold 0 --perf-jitdump --perf-dir "$JD" \
+        "$ROOT/examples/scripts/profile_demo.toy" 100 100000 >/dev/null 2>&1)
+    (cd "$JD" && perf inject --jit -i jd.data -o jd-inj.data)
+    JPID=$(cd "$JD" && ls jit-*.dump | sed -E 's/jit-([0-9]+)\.dump/\1/')
+    PIDS+=("$JPID")
+    jstrip() { sed -e "s|$JD/||g" -e "s|$JD|.|g" -e "s|$ROOT/||g" -e "s/jitted-$JPID-/jitted-PID-/g" -e "s/-$JPID\b/-PID/g"; }
+    {
+        echo "\$ perf record -k 1 -e cpu-clock --call-graph dwarf -o jd.data -- \\"
+        echo "      toyvm run --jit-threshold 0 --perf-jitdump --perf-dir . examples/scripts/profile_demo.toy 100 100000"
+        echo "\$ perf inject --jit -i jd.data -o jd-inj.data"
+        echo "\$ perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio --percent-limit 1"
+        echo "  (percentages replaced by NN.NN%; the number in jitted-PID-N.so is the region's code index)"
+        (cd "$JD" && perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio \
+            --percent-limit 1 2>/dev/null) | grep -v '^#' | grep -v '^$' | jstrip | pct | sed -E 's/   +/  /g'
+    } >"$OUT/quick-jitdump-report.txt"
+    {
+        echo "\$ perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio --percent-limit 2"
+        echo "  (percentages replaced by NN.NN%)"
+        (cd "$JD" && perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio \
+            --percent-limit 2 2>/dev/null) | grep -E 'toy:' | jstrip | pct | sed -E 's/   +/  /g'
+    } >"$OUT/srcline-report.txt"
+    HOT=$(cd "$JD" && grep -l 'toy:jit:inner_hot:' jitted-*.so 2>/dev/null | head -1 || true)
+    if [[ -n $HOT ]]; then
+        {
+            echo "\$ perf annotate -i jd-inj.data --stdio -l toy:jit:inner_hot:...   # hit percentages replaced"
+            (cd "$JD" && perf annotate -i jd-inj.data --stdio --no-source -l \
+                "toy:jit:inner_hot:$ROOT/examples/scripts/profile_demo.toy:11" 2>/dev/null) |
+                jstrip | sed -E -e 's/^( *)[0-9]+\.[0-9]+ /\1 NN.NN /' -e 's/ +$//' | grep -v '^ *$' | head -60
+        } >"$OUT/perf-annotate.txt"
+    fi
+    {
+        echo "\$ readelf --debug-dump=decodedline $(basename "${HOT:-jitted-PID-N.so}" | jstrip)"
+        [[ -z $HOT ]] || readelf --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
+    } >"$OUT/readelf-lines-jit.txt"
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi
