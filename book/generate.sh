@@ -125,13 +125,13 @@ rm -f "$WORK/disasm-jit.txt"
 # become placeholders in the text files. The flame graph SVG is real data
 # and so differs per run: it is written only when missing, or when
 # REGENERATE_IMAGES=1 is set.
-"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 300 100000 >/dev/null
+"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 20000 1000 >/dev/null
 strip_counts() {
     sed -E -e 's/^ *[0-9]+\.[0-9]% +[0-9]+\.[0-9]%/   NN.N%   NN.N%/' -e 's/: [0-9]+ samples/: N samples/' \
         -e 's/\([0-9]+\.[0-9]+ s\)/(N s)/' -e 's|'"$WORK"'/||g'
 }
 {
-    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 300 100000"
+    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 20000 1000"
     echo "\$ toyvm report demo.prof   # percentages replaced by NN.N%"
     "$TOYVM" report "$WORK/demo.prof" | strip_counts
 } >"$OUT/vmprof-report.txt"
@@ -310,9 +310,10 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     # In a directory of its own, so the only jit-*.dump there is toyvm's.
     JD="$WORK/jd"
     mkdir -p "$JD"
-    (cd "$JD" && perf record -q -k 1 -e cpu-clock -F 999 --call-graph dwarf -o jd.data -- \
+    # Run from the repository root, so names carry the short script path.
+    perf record -q -k 1 -e cpu-clock -F 999 --call-graph dwarf -o "$JD/jd.data" -- \
         "$TOYVM" run --jit-threshold 0 --perf-jitdump --perf-dir "$JD" \
-        "$ROOT/examples/scripts/profile_demo.toy" 100 100000 >/dev/null 2>&1)
+        examples/scripts/profile_demo.toy 100 100000 >/dev/null 2>&1
     (cd "$JD" && perf inject --jit -i jd.data -o jd-inj.data)
     JPID=$(cd "$JD" && ls jit-*.dump | sed -E 's/jit-([0-9]+)\.dump/\1/')
     PIDS+=("$JPID")
@@ -337,13 +338,15 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         {
             echo "\$ perf annotate -i jd-inj.data --stdio -l toy:jit:inner_hot:...   # hit percentages replaced"
             (cd "$JD" && perf annotate -i jd-inj.data --stdio --no-source -l \
-                "toy:jit:inner_hot:$ROOT/examples/scripts/profile_demo.toy:11" 2>/dev/null) |
-                jstrip | sed -E -e 's/^( *)[0-9]+\.[0-9]+ /\1 NN.NN /' -e 's/ +$//' | grep -v '^ *$' | head -60
+                "toy:jit:inner_hot:examples/scripts/profile_demo.toy:11" >annotate.txt 2>/dev/null)
+            jstrip <"$JD/annotate.txt" | sed -E -e 's/^ *[0-9]+\.[0-9]+ +:/     NN.NN :/' \
+                -e 's/^ *[0-9]+\.[0-9]+ (profile_demo)/    NN.NN \1/' -e 's/\([0-9]+ samples/(N samples/' \
+                -e 's/ +$//' | grep -v '^ *:\?$' | sed -n '1,70p'
         } >"$OUT/perf-annotate.txt"
     fi
     {
-        echo "\$ readelf --debug-dump=decodedline $(basename "${HOT:-jitted-PID-N.so}" | jstrip)"
-        [[ -z $HOT ]] || readelf --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
+        echo "\$ readelf -W --debug-dump=decodedline $(basename "${HOT:-jitted-PID-N.so}" | jstrip)"
+        [[ -z $HOT ]] || readelf -W --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
     } >"$OUT/readelf-lines-jit.txt"
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2

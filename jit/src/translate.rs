@@ -74,6 +74,7 @@ pub fn clif_type(ty: &Type) -> ir::Type {
     }
 }
 
+// ANCHOR: native_signature
 /// The native signature of `f` (see the module docs).
 pub fn native_signature(f: &Function, call_conv: CallConv) -> Signature {
     let mut sig = Signature::new(call_conv);
@@ -87,6 +88,7 @@ pub fn native_signature(f: &Function, call_conv: CallConv) -> Signature {
     sig.returns.push(AbiParam::new(types::I32));
     sig
 }
+// ANCHOR_END: native_signature
 
 /// The entry ABI `(vm, func, base) -> status` as a Cranelift signature.
 pub fn entry_signature(call_conv: CallConv) -> Signature {
