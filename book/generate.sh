@@ -139,6 +139,16 @@ strip_counts() {
     echo "\$ toyvm report --folded demo.prof   # sample counts replaced by N"
     "$TOYVM" report --folded "$WORK/demo.prof" | sed -E 's/ [0-9]+$/ N/'
 } >"$OUT/vmprof-folded.txt"
+# The PyPI vmprof reader, if one is installed (VMPROFSHOW=/path/to/vmprofshow
+# or on PATH); otherwise the committed output is kept.
+VMPROFSHOW=${VMPROFSHOW:-$(command -v vmprofshow || true)}
+if [[ -n $VMPROFSHOW ]]; then
+    {
+        echo "\$ vmprofshow demo.prof tree   # PyPI vmprof; colours removed, percentages replaced by NN.N%"
+        (cd "$WORK" && "$VMPROFSHOW" demo.prof tree 2>&1) | sed -E 's/\x1b\[[0-9;]*m//g' |
+            grep -v '^WARNING: The profiling completed' | sed -E 's/ ?[0-9]+\.[0-9]%/ NN.N%/g'
+    } >"$OUT/vmprofshow.txt"
+fi
 if [[ ! -e book/src/images/vmprof-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
     (cd "$WORK" && "$TOYVM" report --flamegraph flamegraph.svg demo.prof >/dev/null)
     cp "$WORK/flamegraph.svg" book/src/images/vmprof-flamegraph.svg
@@ -348,6 +358,27 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         echo "\$ readelf -W --debug-dump=decodedline $(basename "${HOT:-jitted-PID-N.so}" | jstrip)"
         [[ -z $HOT ]] || readelf -W --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
     } >"$OUT/readelf-lines-jit.txt"
+
+    # A trampoline as perf inject writes it: the live instructions, then the
+    # last 8 bytes, which the dumped copy carries XORed with the marker.
+    TD="$WORK/tramp-jd"
+    mkdir -p "$TD"
+    perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump \
+        --perf-dir "$TD" examples/scripts/profile_demo.toy 2 1000 >/dev/null 2>&1
+    (cd "$TD" && perf inject --jit -i t.data -o ti.data)
+    TPID=$(cd "$TD" && ls jit-*.dump | sed -E 's/jit-([0-9]+)\.dump/\1/')
+    PIDS+=("$TPID")
+    {
+        echo "\$ toyvm run --no-jit --perf-jitdump ... examples/scripts/profile_demo.toy 2 1000   # under perf record -k 1"
+        echo "\$ perf inject --jit ...; objdump -d jitted-PID-N.so   # one file per trampoline"
+        for so in "$TD"/jitted-*.so; do
+            objdump -d --no-show-raw-insn "$so" >"$TD/objdump.txt"
+            awk '/>:$/ { p = 1; print; next }
+                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR"); print; p = 0
+                    print "  ...:\t(8 bytes XORed with the build-id marker: call *%r8; pop %rbp; ret)"; print ""; next }
+                p' "$TD/objdump.txt"
+        done | sed -e "s/jitted-$TPID-/jitted-PID-/g"
+    } >"$OUT/trampoline-objdump.txt"
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi
