@@ -298,9 +298,9 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     {
         echo "\$ perf record -g -e cpu-clock -- toyvm run --perf examples/scripts/profile_demo.toy 300 100000"
         cat "$WORK/quick.out"
-        echo "\$ perf report --children --sort sym -g none --stdio   # toy: and interpreter lines; percentages replaced"
+        echo "\$ perf report --children --sort sym -g none --stdio   # toy: and interpreter lines, sorted by name; percentages replaced"
         perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio 2>/dev/null |
-            grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct
+            grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
     } >"$OUT/quick-perf-report.txt"
     PIDS+=($(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
 
@@ -333,15 +333,15 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         echo "      toyvm run --jit-threshold 0 --perf-jitdump --perf-dir . examples/scripts/profile_demo.toy 100 100000"
         echo "\$ perf inject --jit -i jd.data -o jd-inj.data"
         echo "\$ perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio --percent-limit 1"
-        echo "  (percentages replaced by NN.NN%; the number in jitted-PID-N.so is the region's code index)"
+        echo "  (JIT lines only; percentages replaced by NN.NN%; N in jitted-PID-N.so is the region's code index)"
         (cd "$JD" && perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio \
-            --percent-limit 1 2>/dev/null) | grep -v '^#' | grep -v '^$' | jstrip | pct | sed -E 's/   +/  /g'
+            --percent-limit 1 2>/dev/null) | grep -E 'jitted-' | jstrip | pct | sed -E 's/   +/  /g' | sort -k2
     } >"$OUT/quick-jitdump-report.txt"
     {
-        echo "\$ perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio --percent-limit 2"
-        echo "  (percentages replaced by NN.NN%)"
+        echo "\$ perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio --percent-limit 5"
+        echo "  (percentages replaced by NN.NN%; sorted by line)"
         (cd "$JD" && perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio \
-            --percent-limit 2 2>/dev/null) | grep -E 'toy:' | jstrip | pct | sed -E 's/   +/  /g'
+            --percent-limit 5 2>/dev/null) | grep -E 'toy:' | jstrip | pct | sed -E 's/   +/  /g' | sort -t: -k6n
     } >"$OUT/srcline-report.txt"
     HOT=$(cd "$JD" && grep -l 'toy:jit:inner_hot:' jitted-*.so 2>/dev/null | head -1 || true)
     if [[ -n $HOT ]]; then
@@ -351,7 +351,15 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
                 "toy:jit:inner_hot:examples/scripts/profile_demo.toy:11" >annotate.txt 2>/dev/null)
             jstrip <"$JD/annotate.txt" | sed -E -e 's/^ *[0-9]+\.[0-9]+ +:/     NN.NN :/' \
                 -e 's/^ *[0-9]+\.[0-9]+ (profile_demo)/    NN.NN \1/' -e 's/\([0-9]+ samples/(N samples/' \
-                -e 's/ +$//' | grep -v '^ *:\?$' | sed -n '1,70p'
+                -e 's| // profile_demo\.toy:[0-9]+||' -e 's/ +$//' | grep -v '^ *:\?$' |
+                python3 -c 'import sys
+# The per-line summary comes in sample order: print it sorted by line.
+lines = sys.stdin.read().splitlines()
+summary = [l for l in lines if l.startswith("    NN.NN ")]
+rest = [l for l in lines if not l.startswith("    NN.NN ")]
+at = next((i for i, l in enumerate(rest) if l.startswith("-----")), 0) + 1
+for l in (rest[:at] + sorted(summary, key=lambda l: int(l.rsplit(":", 1)[1])) + rest[at:])[:70]:
+    print(l)'
         } >"$OUT/perf-annotate.txt"
     fi
     {
