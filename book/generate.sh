@@ -298,11 +298,18 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     {
         echo "\$ perf record -g -e cpu-clock -- toyvm run --perf examples/scripts/profile_demo.toy 300 100000"
         cat "$WORK/quick.out"
-        echo "\$ perf report --children --sort sym -g none --stdio   # toy: and interpreter lines, sorted by name; percentages replaced"
-        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio 2>/dev/null |
+        echo "\$ perf report --children --sort sym -g none --stdio --percent-limit 1"
+        echo "  (toy: and interpreter lines, sorted by name; percentages replaced by NN.NN%)"
+        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 1 2>/dev/null |
             grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
     } >"$OUT/quick-perf-report.txt"
     PIDS+=($(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
+    {
+        echo "\$ cut -d' ' -f3- /tmp/perf-\$PID.map   # the names only"
+        for pid in $(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '); do
+            if [[ -e /tmp/perf-$pid.map ]]; then cut -d' ' -f3- "/tmp/perf-$pid.map"; fi
+        done
+    } >"$OUT/quick-perf-map.txt"
 
     perf record -q -g -e cpu-clock -F 999 -o "$WORK/tramp.data" -- \
         "$TOYVM" run --no-jit --perf examples/scripts/profile_demo.toy 300 100000 >/dev/null 2>&1
@@ -346,20 +353,13 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     HOT=$(cd "$JD" && grep -l 'toy:jit:inner_hot:' jitted-*.so 2>/dev/null | head -1 || true)
     if [[ -n $HOT ]]; then
         {
-            echo "\$ perf annotate -i jd-inj.data --stdio -l toy:jit:inner_hot:...   # hit percentages replaced"
-            (cd "$JD" && perf annotate -i jd-inj.data --stdio --no-source -l \
+            echo "\$ perf annotate -i jd-inj.data --stdio toy:jit:inner_hot:...   # hit percentages replaced"
+            (cd "$JD" && perf annotate -i jd-inj.data --stdio --no-source \
                 "toy:jit:inner_hot:examples/scripts/profile_demo.toy:11" >annotate.txt 2>/dev/null)
             jstrip <"$JD/annotate.txt" | sed -E -e 's/^ *[0-9]+\.[0-9]+ +:/     NN.NN :/' \
                 -e 's/^ *[0-9]+\.[0-9]+ (profile_demo)/    NN.NN \1/' -e 's/\([0-9]+ samples/(N samples/' \
                 -e 's| // profile_demo\.toy:[0-9]+||' -e 's/ +$//' | grep -v '^ *:\?$' |
-                python3 -c 'import sys
-# The per-line summary comes in sample order: print it sorted by line.
-lines = sys.stdin.read().splitlines()
-summary = [l for l in lines if l.startswith("    NN.NN ")]
-rest = [l for l in lines if not l.startswith("    NN.NN ")]
-at = next((i for i, l in enumerate(rest) if l.startswith("-----")), 0) + 1
-for l in (rest[:at] + sorted(summary, key=lambda l: int(l.rsplit(":", 1)[1])) + rest[at:])[:70]:
-    print(l)'
+                awk '/^Sorted summary/ { skip = 1; next } skip && /^ Percent/ { skip = 0 } !skip' | sed -n '1,70p'
         } >"$OUT/perf-annotate.txt"
     fi
     {
