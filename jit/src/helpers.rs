@@ -58,11 +58,13 @@ pub unsafe extern "C" fn toy_jit_slow_op(
 ) -> u32 {
     // SAFETY: the caller's contract; `pc` indexes verified code of `func`.
     unsafe {
-        let op = *(&(*vm).funcs)[func as usize].code.add(pc as usize);
-        if matches!(op, Op::Print { .. }) && backtrace_requested() {
-            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        if backtrace_requested() {
+            let op = *(&(*vm).funcs)[func as usize].code.add(pc as usize);
+            if matches!(op, Op::Print { .. }) {
+                eprintln!("{}", std::backtrace::Backtrace::force_capture());
+            }
         }
-        vm::interp::slow_op(vm, func, regs, op, pc as usize + 1)
+        vm::interp::run_slow_op(vm, func, regs, pc)
     }
 }
 

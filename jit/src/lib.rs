@@ -513,6 +513,36 @@ impl Jit {
         Ok(())
     }
 
+    /// `func` preceded by the callees it reaches that have already run and
+    /// are not compiled, callees first: compiling them in the same batch
+    /// lets `func` call them directly instead of through the entry table.
+    fn with_run_callees(&self, vm: &Vm<'_>, func: u32) -> Vec<u32> {
+        let initial = self.threshold_counter();
+        let mut order = Vec::new();
+        let mut seen = vec![false; vm.module.functions.len()];
+        let mut stack = vec![(func, false)];
+        while let Some((f, expanded)) = stack.pop() {
+            if expanded {
+                order.push(f);
+                continue;
+            }
+            if std::mem::replace(&mut seen[f as usize], true) {
+                continue;
+            }
+            stack.push((f, true));
+            for op in &vm.module.functions[f as usize].code {
+                if let vm::bytecode::Op::Call { func: callee, .. } = *op {
+                    let c = callee as usize;
+                    let ran = vm.funcs[c].hotness < initial;
+                    if !seen[c] && ran && self.natives[c].is_none() && !self.failed[c] {
+                        stack.push((callee as u32, false));
+                    }
+                }
+            }
+        }
+        order
+    }
+
     /// Compiles `funcs` (native + shim each) in one batch.
     fn compile_functions(&mut self, vm: &mut Vm<'_>, funcs: &[u32]) {
         let started = Instant::now();
@@ -678,7 +708,8 @@ impl TierUp for Jit {
             vm.funcs[func as usize].hotness = i32::MAX;
             return None;
         }
-        self.compile_functions(vm, &[func]);
+        let batch = self.with_run_callees(vm, func);
+        self.compile_functions(vm, &batch);
         self.natives[func as usize]?;
         vm.entry(func)
     }
@@ -687,6 +718,12 @@ impl TierUp for Jit {
     fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn> {
         vm.funcs[func as usize].hotness = i32::MAX;
         self.options.threshold?;
+        // A function hot enough for OSR gets compiled whole too, so its
+        // later calls run the native code from their start.
+        if self.natives[func as usize].is_none() && !self.failed[func as usize] {
+            let batch = self.with_run_callees(vm, func);
+            self.compile_functions(vm, &batch);
+        }
         if let Some(&cached) = self.osr.get(&(func, pc)) {
             return cached;
         }

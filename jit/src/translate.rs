@@ -145,8 +145,10 @@ pub struct Env<'a> {
 enum Slot {
     /// A scalar typed register in a variable of this type.
     Var(Variable, ir::Type),
-    /// A reference register: always in its frame slot.
-    Frame,
+    /// A reference register: in a variable, and written through to its
+    /// frame slot at every definition (the GC root invariant; objects never
+    /// move, so reads can use the variable).
+    Ref(Variable),
     /// A call-area slot: an `i64` variable of bits.
     Arg(Variable),
 }
@@ -207,7 +209,7 @@ impl Translator<'_, '_> {
         let f = self.f;
         for (r, ty) in f.reg_types.iter().enumerate() {
             let slot = if ty.is_ref() {
-                Slot::Frame
+                Slot::Ref(b.declare_var(types::I64))
             } else {
                 let cty = clif_type(ty);
                 Slot::Var(b.declare_var(cty), cty)
@@ -268,8 +270,7 @@ impl Translator<'_, '_> {
         for slot in self.slots.clone() {
             match slot {
                 Slot::Var(v, ty) => b.def_var(v, if ty == types::F64 { zero_f } else { zero_i }),
-                Slot::Arg(v) => b.def_var(v, zero_i),
-                Slot::Frame => {}
+                Slot::Arg(v) | Slot::Ref(v) => b.def_var(v, zero_i),
             }
         }
     }
@@ -322,13 +323,10 @@ impl Translator<'_, '_> {
         }
     }
 
-    /// OSR entry: every typed scalar register from its frame slot.
+    /// OSR entry: every typed register from its frame slot.
     fn load_all_registers(&mut self, b: &mut FunctionBuilder<'_>) {
-        for (r, slot) in self.slots.clone().into_iter().enumerate() {
-            if let Slot::Var(v, ty) = slot {
-                let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
-                b.def_var(v, value);
-            }
+        for r in 0..self.f.num_typed() {
+            self.reload(b, r);
         }
     }
 
@@ -355,10 +353,7 @@ impl Translator<'_, '_> {
     /// Reads register `r` in its natural representation.
     fn read(&self, b: &mut FunctionBuilder<'_>, r: Reg) -> Value {
         match self.slots[r as usize] {
-            Slot::Var(v, _) | Slot::Arg(v) => b.use_var(v),
-            Slot::Frame => b
-                .ins()
-                .load(types::I64, flags(), self.base, slot_offset(r as usize)),
+            Slot::Var(v, _) | Slot::Arg(v) | Slot::Ref(v) => b.use_var(v),
         }
     }
 
@@ -387,8 +382,9 @@ impl Translator<'_, '_> {
                 let value = convert(b, value, types::I64);
                 b.def_var(v, value);
             }
-            Slot::Frame => {
+            Slot::Ref(v) => {
                 let value = convert(b, value, types::I64);
+                b.def_var(v, value);
                 b.ins().store(flags(), value, self.base, slot_offset(r));
             }
         }
@@ -409,11 +405,10 @@ impl Translator<'_, '_> {
                 let value = b.ins().load(ty, flags(), self.base, slot_offset(r));
                 b.def_var(v, value);
             }
-            Slot::Arg(v) => {
+            Slot::Arg(v) | Slot::Ref(v) => {
                 let value = b.ins().load(types::I64, flags(), self.base, slot_offset(r));
                 b.def_var(v, value);
             }
-            Slot::Frame => {}
         }
     }
 
@@ -655,6 +650,10 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
+        if is_inlinable_leaf(cf) {
+            self.inline_leaf(b, callee, base_reg, dst, pc);
+            return;
+        }
         let callee_base = b
             .ins()
             .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
@@ -698,6 +697,84 @@ impl Translator<'_, '_> {
             };
             self.write(b, dst as usize, value);
         }
+    }
+
+    /// Translates a call of a small straight-line leaf (see
+    /// [`is_inlinable_leaf`]) in place: its registers become fresh
+    /// variables, its parameters the argument values. Such a callee cannot
+    /// fail, allocate or call, so it needs no frame record; only the depth
+    /// limit stays observable, so it is still checked (and reported exactly
+    /// as a real call would: the callee fails, the caller adds its entry).
+    fn inline_leaf(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        callee: u16,
+        base_reg: Reg,
+        dst: Reg,
+        pc: usize,
+    ) {
+        let cf = &self.env.module.functions[callee as usize];
+        let depth = b.ins().load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+        let max = b.ins().load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
+        let too_deep = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
+        self.check_status(b, too_deep, |t, b| {
+            let exceeded = t.helper(b, t.env.helpers.depth_exceeded);
+            b.ins().call(exceeded, &[t.vm]);
+            let push = t.helper(b, t.env.helpers.push_trace);
+            let func = b.ins().iconst(types::I32, t.env.func as i64);
+            let pcv = b.ins().iconst(types::I32, pc as i64);
+            b.ins().call(push, &[t.vm, func, pcv]);
+        });
+        let mut slots = Vec::with_capacity(cf.reg_types.len());
+        for ty in &cf.reg_types {
+            let cty = clif_type(ty);
+            slots.push(Slot::Var(b.declare_var(cty), cty));
+        }
+        for (i, (_, ty)) in cf.params.iter().enumerate() {
+            let v = self.read_as(b, base_reg + i as u8, clif_type(ty));
+            if let Slot::Var(var, _) = slots[i] {
+                b.def_var(var, v);
+            }
+        }
+        let env = Env {
+            module: self.env.module,
+            func: callee as u32,
+            consts: &[],
+            natives: self.env.natives,
+            helpers: self.env.helpers,
+            array: self.env.array,
+            call_conv: self.env.call_conv,
+        };
+        let mut inner = Translator {
+            f: cf,
+            env: &env,
+            jit: &mut *self.jit,
+            slots,
+            blocks: HashMap::new(),
+            refs: HashMap::new(),
+            vm: self.vm,
+            base: self.base,
+            depth0: None,
+            error_exit: None,
+            variant: self.variant,
+        };
+        let srcloc = b.srcloc();
+        for (at, op) in cf.code.iter().enumerate() {
+            match *op {
+                Op::Return { src } => {
+                    let v = inner.read(b, src);
+                    self.write(b, dst as usize, v);
+                    break;
+                }
+                Op::ReturnVoid => break,
+                // Only string constants use the runtime pool, and an
+                // inlinable leaf has no reference registers to load them.
+                _ => {
+                    inner.instruction(b, at);
+                }
+            }
+        }
+        b.set_srcloc(srcloc);
     }
 
     /// Runs `op` through a memory-based helper: stores its scalar operands,
@@ -1019,6 +1096,66 @@ impl Translator<'_, '_> {
         self.branch(b, c, target, pc);
         true
     }
+}
+
+/// Most instructions a callee may have to be inlined.
+const INLINE_MAX_OPS: usize = 24;
+
+/// A callee [`Translator::inline_leaf`] can expand: short, straight-line
+/// up to its first return, only scalar registers, and only instructions
+/// that cannot fail, allocate, call or touch memory.
+pub fn is_inlinable_leaf(f: &Function) -> bool {
+    // Straight-line code: everything after the first return is unreachable
+    // (the compiler may append a `ReturnVoid` there).
+    let Some(ret) = f
+        .code
+        .iter()
+        .position(|op| matches!(op, Op::Return { .. } | Op::ReturnVoid))
+    else {
+        return false;
+    };
+    let body = &f.code[..ret];
+    ret < INLINE_MAX_OPS
+        && f.reg_types.iter().all(|t| !t.is_ref())
+        && f.frame_size as usize == f.num_typed()
+        && body.iter().all(|op| {
+            matches!(
+                op,
+                Op::Move { .. }
+                    | Op::LoadInt { .. }
+                    | Op::LoadConst { .. }
+                    | Op::AddI { .. }
+                    | Op::SubI { .. }
+                    | Op::MulI { .. }
+                    | Op::AndI { .. }
+                    | Op::OrI { .. }
+                    | Op::XorI { .. }
+                    | Op::ShlI { .. }
+                    | Op::ShrI { .. }
+                    | Op::NegI { .. }
+                    | Op::AddIImm { .. }
+                    | Op::MulIImm { .. }
+                    | Op::DivIImm { .. }
+                    | Op::RemIImm { .. }
+                    | Op::AddF { .. }
+                    | Op::SubF { .. }
+                    | Op::MulF { .. }
+                    | Op::DivF { .. }
+                    | Op::NegF { .. }
+                    | Op::EqI { .. }
+                    | Op::NeI { .. }
+                    | Op::LtI { .. }
+                    | Op::LeI { .. }
+                    | Op::EqF { .. }
+                    | Op::NeF { .. }
+                    | Op::LtF { .. }
+                    | Op::LeF { .. }
+                    | Op::Not { .. }
+                    | Op::IntToFloat { .. }
+                    | Op::FloatToInt { .. }
+                    | Op::Sqrt { .. }
+            )
+        })
 }
 
 /// Reinterprets `v` as `ty` (same bits) when the types differ.

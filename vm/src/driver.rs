@@ -67,6 +67,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("max_depth", &self.max_depth)
             .field("gc_stress", &self.gc_stress)
+            .field("line_buffered", &self.line_buffered)
             .field("tier_up", &self.tier_up.is_some())
             .field("vmprof", &self.vmprof)
             .finish()

@@ -425,15 +425,13 @@ pub unsafe extern "C" fn run_slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64,
 
 /// The instructions that allocate, print or parse, kept out of the main
 /// loop so that its hot state stays in machine registers. Runs `op` (the
-/// instruction before `pc`) in the frame at `regs`. Public so the JIT can
-/// run these instructions exactly as the interpreter does (it stores the
-/// operands to the frame first and reloads the result).
+/// instruction before `pc`: `pc` is the index of the next instruction) in
+/// the frame at `regs`.
 ///
 /// # Safety
-/// As for [`interp_entry`], with the frame of `func` active at `regs`:
-/// `op` comes from verified code of `func`, at index `pc - 1`.
+/// As for [`run`]: `op` comes from verified code of `func`.
 #[inline(never)]
-pub unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
+unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
     // SAFETY: as in `run` (same invariants, same frame).
     unsafe {
         macro_rules! reg {
