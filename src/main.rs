@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod profile;
 mod report;
 
 /// toyvm: a small typed language with a bytecode interpreter, built to teach
@@ -39,6 +40,9 @@ enum Command {
     /// Show a profile written by `run --vmprof`: call tree and flat
     /// profile, collapsed stacks, or a flame graph.
     Report(report::ReportArgs),
+    /// Profile a script with Linux perf (native and Toy frames together):
+    /// writes a text report and a flame graph.
+    Profile(profile::ProfileArgs),
 }
 
 #[derive(Args)]
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
             })
         }
         Command::Report(args) => report::run(args),
+        Command::Profile(args) => profile::run(args),
     };
     ExitCode::from(status.unwrap_or(1))
 }

@@ -16,9 +16,10 @@
 //!   <func>, base)` (a normal call, so its frame stays on the stack), built
 //!   in one batch, so perf attributes interpreter time to Toy functions.
 //! * **Profiling.** While `toyvm run --vmprof` profiles, native functions
-//!   and trampolines push and pop their function on the vmprof shadow
-//!   stack inline ([`shadow_stack`]); OSR variants and shims do not (the
-//!   frame is already pushed, or the native function pushes it).
+//!   push and pop their function on the vmprof shadow stack inline
+//!   ([`shadow_stack`]); trampolines call the profiling interpreter entry;
+//!   OSR variants and shims push nothing (the frame is already pushed, or
+//!   the native function pushes it).
 //! * **Reporting.** Every region (native, shim, OSR variant, trampoline) goes
 //!   to `perfsupport` with its final address and size, Cranelift's unwind
 //!   info and a line table from bytecode positions, after its batch is
@@ -55,7 +56,7 @@ use vm::runtime::{EntryFn, Vm};
 
 use layout::ArrayLayout;
 use names::{NameKind, region_name};
-use shadow_stack::{ShadowFrame, emit_shadow_pop, emit_shadow_push};
+use shadow_stack::ShadowFrame;
 use translate::{Env, HelperIds, Variant};
 
 // ANCHOR: default_threshold
@@ -100,6 +101,9 @@ pub struct Jit {
     cie: Option<CommonInformationEntry>,
     helpers: HelperIds,
     interp_entry: FuncId,
+    /// The interpreter entry that keeps the vmprof shadow stack, for
+    /// trampolines made while `--vmprof` profiles.
+    profiled_interp_entry: FuncId,
     array: ArrayLayout,
     /// Native function of each compiled function.
     natives: Vec<Option<FuncId>>,
@@ -167,6 +171,7 @@ impl Jit {
             builder.symbol(name, ptr);
         }
         builder.symbol("toy_interp_entry", vm::interp::interp_entry as *const u8);
+        builder.symbol("toy_profiled_interp_entry", vm::interp::profiled_interp_entry as *const u8);
         let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
         builder.memory_provider(Box::new(memory));
         let mut jit = JITModule::new(builder);
@@ -179,6 +184,9 @@ impl Jit {
                 &translate::entry_signature(call_conv),
             )
             .map_err(|e| e.to_string())?;
+        let profiled_interp_entry = jit
+            .declare_function("toy_profiled_interp_entry", Linkage::Import, &translate::entry_signature(call_conv))
+            .map_err(|e| e.to_string())?;
         let cie = isa.create_systemv_cie();
         Ok(Jit {
             ctx: jit.make_context(),
@@ -188,6 +196,7 @@ impl Jit {
             cie,
             helpers,
             interp_entry,
+            profiled_interp_entry,
             array,
             natives: Vec::new(),
             failed: Vec::new(),
@@ -383,19 +392,17 @@ impl Jit {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
-            // Replacing the interpreter's profiling wrapper: keep its push.
-            let shadow = vm.vmprof_code_id(func).map(ShadowFrame::current_thread);
-            if let Some(frame) = shadow {
-                emit_shadow_push(&mut b, frame);
-            }
-            let callee = self.jit.declare_func_in_func(self.interp_entry, b.func);
+            // Replacing the profiling interpreter entry: call it, so the
+            // frame is pushed exactly when the interpreter runs it.
+            let target = match vm.vmprof_code_id(func) {
+                Some(_) => self.profiled_interp_entry,
+                None => self.interp_entry,
+            };
+            let callee = self.jit.declare_func_in_func(target, b.func);
             let fv = b.ins().iconst(types::I32, func as i64);
             // A normal call, never a tail call: the frame must stay visible.
             let call = b.ins().call(callee, &[vmv, fv, base]);
             let status = b.inst_results(call)[0];
-            if let Some(frame) = shadow {
-                emit_shadow_pop(&mut b, frame);
-            }
             b.ins().return_(&[status]);
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());

@@ -4,14 +4,13 @@
 //! The sampler copies the current thread's shadow stack of code ids on each
 //! `SIGPROF` (see `perfsupport::vmprof::shadow_stack` for the layout and the
 //! protocol). Interpreted frames are pushed by the interpreter's profiling
-//! wrapper; code a JIT installs as an entry (compiled functions, perf
-//! trampolines) replaces that wrapper and must push its own frame:
+//! entry; compiled functions must push their own frame:
 //! [`emit_shadow_push`] in the prologue and [`emit_shadow_pop`] on every
 //! exit. When not profiling (`Vm::vmprof_code_id` is `None`) nothing is
 //! emitted, so unprofiled code is unchanged.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, types};
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use cranelift_frontend::FunctionBuilder;
 use perfsupport::vmprof::{
     SHADOW_STACK_CAPACITY, SHADOW_STACK_DEPTH_OFFSET, SHADOW_STACK_IDS_OFFSET, ShadowStack,
@@ -45,8 +44,9 @@ fn flags() -> MemFlagsData {
 /// Emits the push of `frame.id`: store the id in `ids[depth]` if that slot
 /// exists, *then* store `depth + 1`, so a signal handler that interrupts
 /// the push never sees an unwritten slot (Cranelift keeps stores in
-/// program order). Leaves the builder in a fresh block.
-pub fn emit_shadow_push(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) {
+/// program order). Leaves the builder in a fresh block. Returns the depth
+/// before the push, for [`emit_shadow_pop`].
+pub fn emit_shadow_push(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) -> Value {
     let stack = b.ins().iconst(types::I64, frame.stack as i64);
     let depth = b
         .ins()
@@ -70,15 +70,20 @@ pub fn emit_shadow_push(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) {
     let depth1 = b.ins().iadd_imm_s(depth, 1);
     b.ins()
         .store(flags(), depth1, stack, SHADOW_STACK_DEPTH_OFFSET as i32);
+    depth
 }
 
-/// Emits the pop: `depth -= 1` (one store, atomic for the handler).
-pub fn emit_shadow_pop(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) {
+/// Emits the pop: stores back `depth_before`, the value
+/// [`emit_shadow_push`] returned (one store, atomic for the handler). Not
+/// a load and a decrement: reloading the depth would chain every call's
+/// push and pop through store-to-load forwarding, which costs several
+/// cycles per call in call-heavy code.
+pub fn emit_shadow_pop(b: &mut FunctionBuilder<'_>, frame: ShadowFrame, depth_before: Value) {
     let stack = b.ins().iconst(types::I64, frame.stack as i64);
-    let depth = b
-        .ins()
-        .load(types::I64, flags(), stack, SHADOW_STACK_DEPTH_OFFSET as i32);
-    let depth1 = b.ins().iadd_imm_s(depth, -1);
-    b.ins()
-        .store(flags(), depth1, stack, SHADOW_STACK_DEPTH_OFFSET as i32);
+    b.ins().store(
+        flags(),
+        depth_before,
+        stack,
+        SHADOW_STACK_DEPTH_OFFSET as i32,
+    );
 }

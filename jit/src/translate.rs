@@ -171,6 +171,7 @@ pub fn translate(
         vm: Value::from_u32(0),
         base: Value::from_u32(0),
         depth0: None,
+        shadow_depth0: None,
         error_exit: None,
         variant,
     };
@@ -190,6 +191,9 @@ struct Translator<'a, 'j> {
     base: Value,
     /// `vm.depth` on entry (native variant), restored on every exit.
     depth0: Option<Value>,
+    /// The shadow stack's depth on entry (native variant, profiling),
+    /// restored on every exit.
+    shadow_depth0: Option<Value>,
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     variant: Variant,
@@ -309,7 +313,7 @@ impl Translator<'_, '_> {
         b.ins().store(flags(), func, rec, 8);
         self.depth0 = Some(depth);
         if let Some(frame) = self.env.shadow {
-            emit_shadow_push(b, frame);
+            self.shadow_depth0 = Some(emit_shadow_push(b, frame));
         }
         let nparams = self.f.params.len();
         let zero = b.ins().iconst(types::I64, 0);
@@ -424,9 +428,10 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                if let Some(frame) = self.env.shadow {
-                    emit_shadow_pop(b, frame);
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
+                    emit_shadow_pop(b, frame, depth);
                 }
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
@@ -479,9 +484,10 @@ impl Translator<'_, '_> {
         match self.variant {
             Variant::Native => {
                 let depth0 = self.depth0.expect("prologue ran");
-                b.ins().store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                if let Some(frame) = self.env.shadow {
-                    emit_shadow_pop(b, frame);
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
+                    emit_shadow_pop(b, frame, depth);
                 }
                 let value = match value {
                     Some(v) => convert(b, v, self.ret_type()),
@@ -650,7 +656,9 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
-        if is_inlinable_leaf(cf) {
+        // Not while profiling: an inlined callee would have no frame on the
+        // vmprof shadow stack, and its time would go to the caller.
+        if self.env.shadow.is_none() && is_inlinable_leaf(cf) {
             self.inline_leaf(b, callee, base_reg, dst, pc);
             return;
         }
@@ -744,6 +752,8 @@ impl Translator<'_, '_> {
             helpers: self.env.helpers,
             array: self.env.array,
             call_conv: self.env.call_conv,
+            // Only reached when not profiling (see `call`).
+            shadow: None,
         };
         let mut inner = Translator {
             f: cf,
@@ -755,6 +765,7 @@ impl Translator<'_, '_> {
             vm: self.vm,
             base: self.base,
             depth0: None,
+            shadow_depth0: None,
             error_exit: None,
             variant: self.variant,
         };

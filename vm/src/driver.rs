@@ -52,12 +52,12 @@ pub struct Options {
     /// Collect garbage at every allocation: slow, but any object the root
     /// maps forget is freed at once (for testing the VM).
     pub gc_stress: bool,
-    /// Write stdout out after every `print` instead of in 64 KiB chunks.
-    /// [`run`] turns it on when stdout is a terminal.
-    pub line_buffered: bool,
     /// Record a VMProf-style profile of the Toy call stack (see
     /// [`crate::vmprof`]).
     pub vmprof: Option<VmprofOptions>,
+    /// Write stdout out after every `print` instead of in 64 KiB chunks.
+    /// [`run`] turns it on when stdout is a terminal.
+    pub line_buffered: bool,
     /// The JIT to run with; `None` interprets everything.
     pub tier_up: Option<TierUpFactory>,
 }
@@ -79,8 +79,8 @@ impl Default for Options {
         Options {
             max_depth: DEFAULT_MAX_DEPTH,
             gc_stress: false,
-            line_buffered: false,
             vmprof: None,
+            line_buffered: false,
             tier_up: None,
         }
     }
@@ -224,9 +224,9 @@ fn execute(
         vm.heap.set_stress();
     }
     vm.out.line_buffered = options.line_buffered;
-    // Profiling starts before the JIT does: the profiling wrappers go into
-    // the entry table first, and every entry the JIT installs over one
-    // (compiled code, trampolines) keeps the shadow stack itself.
+    // Profiling starts before the JIT does: the profiling interpreter entry
+    // goes into the entry table first; compiled code the JIT installs over
+    // it pushes for itself, and trampolines call it.
     let profile = options
         .vmprof
         .as_ref()

@@ -29,6 +29,28 @@ use crate::runtime::{
 /// least that function's `frame_size` slots inside the VM's value stack,
 /// with the arguments in place.
 pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe { enter::<false>(vm, func, base) }
+}
+
+/// [`interp_entry`] that also keeps the vmprof shadow stack: installed in
+/// place of it while `toyvm run --vmprof` profiles (see [`crate::vmprof`]),
+/// so the plain entry has no profiling code at all.
+///
+/// # Safety
+/// As for [`interp_entry`].
+pub unsafe extern "C" fn profiled_interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe { enter::<true>(vm, func, base) }
+}
+
+/// The body of both entries; `PROFILED` pushes the function's vmprof code
+/// id (from its [`crate::runtime::FnRuntime`]) for the frame's lifetime.
+///
+/// # Safety
+/// As for [`interp_entry`].
+#[inline(always)]
+unsafe fn enter<const PROFILED: bool>(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
     // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
     // frame record inside its region.
     unsafe {
@@ -37,8 +59,8 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         if (*rt).hotness < 0
             && let Some(entry) = tier::hot_call(vm, func)
         {
-            // Profiling: the compiled code keeps the shadow stack itself.
-            return crate::vmprof::hand_over(vm, func, base, entry);
+            // Code compiled at this call keeps the shadow stack itself.
+            return entry(vm, func, base);
         }
         let depth = (*vm).depth + 1;
         if depth > (*vm).max_depth {
@@ -47,7 +69,14 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         }
         (*vm).depth = depth;
         *(*vm).frames.add(depth) = FrameRecord { base, func };
+        let profiled = if PROFILED { (*rt).vmprof_id } else { None };
+        if let Some(id) = profiled {
+            crate::vmprof::push(id);
+        }
         let status = run(vm, func, base);
+        if profiled.is_some() {
+            crate::vmprof::pop();
+        }
         (*vm).depth = depth - 1;
         status
     }

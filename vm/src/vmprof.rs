@@ -6,10 +6,12 @@
 //!
 //! * every function is registered once as a vmprof code object named
 //!   `toy:<function>:<line>:<path>` (the script body is `<main>`);
-//! * the interpreter is wrapped, not changed: [`Session::start`] replaces
-//!   every entry in [`Vm::entry_table`] by [`profiled_entry`], which pushes
-//!   the function's id, calls [`interp_entry`], and pops. Unprofiled runs
-//!   never install it, so their calls pay nothing, not even a branch;
+//! * the interpreter has two entries, compiled from one body:
+//!   `interp_entry` and `profiled_interp_entry`, which also pushes the
+//!   function's id (kept in its `FnRuntime`) and pops it on return.
+//!   [`Session::start`] installs the profiled one in [`Vm::entry_table`];
+//!   unprofiled runs never do, so their calls pay nothing, not even a
+//!   branch;
 //! * code a JIT installs over a wrapper (compiled functions, perf
 //!   trampolines) pushes and pops inline in its own prologue and epilogue;
 //!   it asks [`Vm::vmprof_code_id`] for the id to emit when it generates the
@@ -17,8 +19,8 @@
 //!   an interpreted frame that is already on the shadow stack and pushes
 //!   nothing;
 //! * when the interpreter hands a call over to code compiled at that very
-//!   call ([`hand_over`], a cold path), it pops the id its caller pushed for
-//!   the duration of the compiled call, which pushes its own.
+//!   call, it has pushed nothing yet (the push follows the tier-up check),
+//!   and the compiled code pushes its own.
 //!
 //! So every active Toy frame has exactly one shadow-stack entry, whichever
 //! tier runs it, and every sample is rooted at `<main>`.
@@ -30,8 +32,8 @@ use perfsupport::vmprof::{
     self, CodeId, CodeIdCell, EnableOptions, ProfileSummary, ShadowStack, VmprofError,
 };
 
-use crate::interp::interp_entry;
-use crate::runtime::{EntryFn, Vm};
+use crate::interp::profiled_interp_entry;
+use crate::runtime::Vm;
 
 /// The code-object class of Toy functions: names start with `toy:`.
 pub const CODE_CLASS: &str = "toy";
@@ -57,12 +59,6 @@ impl VmprofOptions {
             interval: vmprof::DEFAULT_INTERVAL,
         }
     }
-}
-
-/// The vmprof code id of each function, indexed like the module's
-/// functions. Owned by the VM while a session runs.
-pub(crate) struct ProfiledEntries {
-    code_ids: Box<[CodeId]>,
 }
 
 /// A running profile of one VM. Dropping it without [`Session::finish`]
@@ -98,13 +94,13 @@ impl Session {
         enable.interval = options.interval;
         enable.meta.push(("script".to_owned(), module.path.clone()));
         vmprof::enable_path(&options.path, &enable)?;
-        let count = module.functions.len() as u32;
-        vm.vmprof = Some(Box::new(ProfiledEntries { code_ids }));
-        for func in 0..count {
-            // SAFETY: `profiled_entry` follows the entry ABI for every
-            // function with a code id: it delegates to `interp_entry`, and
-            // only adds the shadow-stack push and pop around it.
-            unsafe { vm.set_entry(func, profiled_entry) };
+        for (rt, &id) in vm.funcs.iter_mut().zip(code_ids.iter()) {
+            rt.vmprof_id = Some(id);
+        }
+        for func in 0..module.functions.len() as u32 {
+            // SAFETY: `profiled_interp_entry` is `interp_entry` plus the
+            // shadow-stack push and pop: the same entry ABI.
+            unsafe { vm.set_entry(func, profiled_interp_entry) };
         }
         Ok(Session { finished: false })
     }
@@ -132,66 +128,18 @@ impl Vm<'_> {
     /// of this id in the prologue of `func`'s compiled code (and the pop in
     /// its epilogue) when it is `Some`, and nothing when it is `None`.
     pub fn vmprof_code_id(&self, func: u32) -> Option<usize> {
-        let entries = self.vmprof.as_deref()?;
-        entries.code_ids.get(func as usize).map(|id| id.get())
+        self.funcs.get(func as usize)?.vmprof_id.map(CodeId::get)
     }
 }
 
-/// The code id of `func` in `vm`'s session, if one runs.
-///
-/// # Safety
-/// `vm` is valid; the table is copied out, so no borrow outlives the call.
+/// Pushes `id` on the current thread's shadow stack.
 #[inline(always)]
-unsafe fn code_id(vm: *const Vm<'_>, func: u32) -> Option<CodeId> {
-    // SAFETY: the caller's contract; the table is never changed while the
-    // VM runs code.
-    unsafe {
-        (*vm)
-            .vmprof
-            .as_deref()?
-            .code_ids
-            .get(func as usize)
-            .copied()
-    }
-}
-
-/// The profiling wrapper of every entry: push the function's code id on
-/// the shadow stack, run the interpreter, pop.
-///
-/// # Safety
-/// The entry ABI (see [`crate::runtime`]).
-unsafe extern "C" fn profiled_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
-    // SAFETY: `vm` is valid (ABI).
-    let Some(id) = (unsafe { code_id(vm, func) }) else {
-        // Not reachable (the wrapper is only installed with its table);
-        // run unprofiled rather than guess.
-        // SAFETY: the caller's contract, passed on.
-        return unsafe { interp_entry(vm, func, base) };
-    };
+pub(crate) fn push(id: CodeId) {
     ShadowStack::with_current(|stack| stack.push(id));
-    // SAFETY: the caller's contract, passed on unchanged.
-    let status = unsafe { interp_entry(vm, func, base) };
-    ShadowStack::with_current(ShadowStack::pop);
-    status
 }
 
-/// Calls `entry`, code compiled for `func` at this very call, from
-/// `interp_entry` (whose caller pushed `func`'s id when profiling): the id
-/// is popped for the duration, as the compiled code pushes its own, so the
-/// frame is on the shadow stack once. Without a session it just calls.
-///
-/// # Safety
-/// The entry ABI for `entry`, `func` and `base`.
-#[cold]
-pub(crate) unsafe fn hand_over(vm: *mut Vm<'_>, func: u32, base: *mut u64, entry: EntryFn) -> u32 {
-    // SAFETY: the caller's contract.
-    unsafe {
-        let Some(id) = code_id(vm, func) else {
-            return entry(vm, func, base);
-        };
-        ShadowStack::with_current(ShadowStack::pop);
-        let status = entry(vm, func, base);
-        ShadowStack::with_current(|stack| stack.push(id));
-        status
-    }
+/// Pops the current thread's innermost shadow-stack entry.
+#[inline(always)]
+pub(crate) fn pop() {
+    ShadowStack::with_current(ShadowStack::pop);
 }

@@ -94,6 +94,9 @@ pub struct FnRuntime {
     /// Tier-up countdown: decremented per call and per loop back-edge;
     /// below zero the interpreter asks [`Vm::tier_up`] (see [`tier`]).
     pub hotness: i32,
+    /// The function's vmprof code id while a profiling session runs (see
+    /// [`crate::vmprof`]); read only by the profiling interpreter entry.
+    pub vmprof_id: Option<perfsupport::vmprof::CodeId>,
 }
 
 /// Buffered stdout: one buffer, written to the sink when it grows large,
@@ -171,9 +174,6 @@ pub struct Vm<'m> {
     pub tier_up: Option<std::ptr::NonNull<dyn tier::TierUp>>,
     /// Owns the entry table; only accessed through `entry_table`.
     entries: Box<[EntryFn]>,
-    /// The profiling wrapper's table while a [`crate::vmprof::Session`]
-    /// runs (see [`Vm::vmprof_code_id`]).
-    pub(crate) vmprof: Option<Box<crate::vmprof::ProfiledEntries>>,
     stack: Region<u64>,
     frame_records: Region<FrameRecord>,
 }
@@ -239,6 +239,7 @@ impl<'m> Vm<'m> {
                     .filter(|&r| (r as usize) >= f.params.len())
                     .collect(),
                 hotness: i32::MAX,
+                vmprof_id: None,
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
@@ -266,7 +267,6 @@ impl<'m> Vm<'m> {
             tier_up: None,
             stack,
             frame_records,
-            vmprof: None,
         }))
     }
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# What `toyvm run --vmprof` costs: CPU time (user+sys, hyperfine means) of every benchmark in
+# examples/scripts/bench with and without `--vmprof FILE` at the default 1 kHz, in the
+# interpreter (--no-jit) and the JIT tier (default tier-up), as a Markdown table. Budget:
+# at most +5% for the interpreter, +2% for the JIT. Optionally the same for CPython with the
+# PyPI vmprof (`python -m vmprof -o FILE`) on the peers in ../shared/bench/peers/py.
+#
+# Usage (from anywhere):  bench/vmprof_overhead.sh
+# Environment:
+#   RUNS=5 WARMUP=1     hyperfine --runs / --warmup
+#   TOYVM=path          default target/release/toyvm (built if missing)
+#   VMPROF_PYTHON=path  a python with vmprof installed (default: the test venv
+#                       target/vmprof-venv-0.6.0/bin/python if present; "" skips CPython)
+#   PEERS=../shared/bench/peers
+# CPU time, not wall time: the sampler's cost is CPU, and CPU time is far less disturbed by
+# other load on the machine. The profile goes to a temporary file (a real file, not /dev/null,
+# so the writer does its real work).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-5}
+WARMUP=${WARMUP:-1}
+TOYVM=${TOYVM:-target/release/toyvm}
+PEERS=${PEERS:-../shared/bench/peers}
+DEFAULT_PY=target/vmprof-venv-0.6.0/bin/python
+VMPROF_PYTHON=${VMPROF_PYTHON-$([[ -x $DEFAULT_PY ]] && echo "$DEFAULT_PY" || echo "")}
+[[ -x $TOYVM ]] || cargo build --release --quiet
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# Sizes giving about 1-3 s of CPU per run in each tier.
+declare -A INTERP_SIZE=([fib]=37 [loop]=300000000 [calls]=100000000 [mandelbrot]=1200 [spectral]=1000 [nbody]=1000000)
+declare -A JIT_SIZE=([fib]=40 [loop]=300000000 [calls]=100000000 [mandelbrot]=4000 [spectral]=2000 [nbody]=2000000)
+declare -A PY_SIZE=([fib]=30 [loop]=10000000 [calls]=5000000 [mandelbrot]=300 [spectral]=200 [nbody]=200000)
+
+# cpu_time JSON -> mean user+sys seconds
+cpu_time() {
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["user"]+r["system"])' "$1"
+}
+
+# measure NAME CMD_WITHOUT CMD_WITH -> one table row
+measure() {
+    local name=$1 plain=$2 profiled=$3
+    hyperfine --runs "$RUNS" --warmup "$WARMUP" --style none --output null \
+        --export-json "$TMP/plain.json" "$plain" >/dev/null
+    hyperfine --runs "$RUNS" --warmup "$WARMUP" --style none --output null \
+        --export-json "$TMP/profiled.json" "$profiled" >/dev/null
+    local a b
+    a=$(cpu_time "$TMP/plain.json")
+    b=$(cpu_time "$TMP/profiled.json")
+    python3 -c 'import sys; n,a,b=sys.argv[1],float(sys.argv[2]),float(sys.argv[3]); print(f"| {n} | {a:.3f} | {b:.3f} | {100*(b-a)/a:+.1f}% |")' "$name" "$a" "$b"
+}
+
+echo "| benchmark | CPU s | CPU s with vmprof | overhead |"
+echo "|---|---:|---:|---:|"
+for bench in fib loop calls mandelbrot spectral nbody; do
+    script=examples/scripts/bench/$bench.toy
+    measure "toyvm --no-jit $bench ${INTERP_SIZE[$bench]}" \
+        "$TOYVM run --no-jit $script ${INTERP_SIZE[$bench]}" \
+        "$TOYVM run --no-jit --vmprof $TMP/p.prof $script ${INTERP_SIZE[$bench]}"
+done
+for bench in fib loop calls mandelbrot spectral nbody; do
+    script=examples/scripts/bench/$bench.toy
+    measure "toyvm (JIT) $bench ${JIT_SIZE[$bench]}" \
+        "$TOYVM run $script ${JIT_SIZE[$bench]}" \
+        "$TOYVM run --vmprof $TMP/p.prof $script ${JIT_SIZE[$bench]}"
+done
+if [[ -n $VMPROF_PYTHON ]]; then
+    for bench in fib loop calls mandelbrot spectral nbody; do
+        script=$PEERS/py/$bench.py
+        [[ -f $script ]] || continue
+        measure "CPython + vmprof $bench ${PY_SIZE[$bench]}" \
+            "$VMPROF_PYTHON $script ${PY_SIZE[$bench]}" \
+            "$VMPROF_PYTHON -m vmprof -o $TMP/py.prof $script ${PY_SIZE[$bench]}"
+    done
+fi
