@@ -125,19 +125,21 @@ rm -f "$WORK/disasm-jit.txt"
 # become placeholders in the text files. The flame graph SVG is real data
 # and so differs per run: it is written only when missing, or when
 # REGENERATE_IMAGES=1 is set.
-"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 20000 1000 >/dev/null
+"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 100000 1000 >/dev/null
 strip_counts() {
     sed -E -e 's/^ *[0-9]+\.[0-9]% +[0-9]+\.[0-9]%/   NN.N%   NN.N%/' -e 's/: [0-9]+ samples/: N samples/' \
         -e 's/\([0-9]+\.[0-9]+ s\)/(N s)/' -e 's|'"$WORK"'/||g'
 }
 {
-    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 20000 1000"
+    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 100000 1000"
     echo "\$ toyvm report demo.prof   # percentages replaced by NN.N%"
     "$TOYVM" report "$WORK/demo.prof" | strip_counts
 } >"$OUT/vmprof-report.txt"
 {
-    echo "\$ toyvm report --folded demo.prof   # sample counts replaced by N"
-    "$TOYVM" report --folded "$WORK/demo.prof" | sed -E 's/ [0-9]+$/ N/'
+    echo "\$ toyvm report --folded demo.prof   # stacks under 2.5% of the samples left out; counts replaced by N"
+    "$TOYVM" report --folded "$WORK/demo.prof" |
+        awk '{ n[NR] = $NF; line[NR] = $0; total += $NF }
+            END { for (i = 1; i <= NR; i++) if (n[i] * 40 >= total) print line[i] }' | sed -E 's/ [0-9]+$/ N/'
 } >"$OUT/vmprof-folded.txt"
 # The PyPI vmprof reader, if one is installed (VMPROFSHOW=/path/to/vmprofshow
 # or on PATH); otherwise the committed output is kept.
@@ -387,6 +389,33 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
                 p' "$TD/objdump.txt"
         done | sed -e "s/jitted-$TPID-/jitted-PID-/g"
     } >"$OUT/trampoline-objdump.txt"
+
+    # toyvm profile: perf record + inject + report + flame graph in one step.
+    # From the repository root, so names carry the short script path.
+    "$TOYVM" profile --out "$WORK/prof" examples/scripts/profile_demo.toy \
+        >"$WORK/prof.out" 2>"$WORK/prof.err" || true
+    PPID_=$(cd "$WORK/prof/jitdump" 2>/dev/null && ls jit-*.dump | sed -E 's/jit-([0-9]+)\.dump/\1/' || true)
+    if [[ -n $PPID_ && -s $WORK/prof/report.txt ]]; then
+        PIDS+=("$PPID_")
+        pstrip() { sed -e "s|$WORK/||g" -e "s|$ROOT/||g" -e "s/jitted-$PPID_-/jitted-PID-/g"; }
+        {
+            echo "\$ toyvm profile examples/scripts/profile_demo.toy   # perf's own progress lines left out"
+            cat "$WORK/prof.out"
+            grep '^toyvm profile:' "$WORK/prof.err" | sed "s|$WORK/prof/|toyvm-profile/|g"
+            echo "\$ ls toyvm-profile"
+            (cd "$WORK/prof" && ls)
+            echo
+            echo "\$ cat toyvm-profile/report.txt   # the top entry's first call chain; percentages replaced by NN.NN%"
+            awk '/^ +[0-9.]+%/ { p = 1 } p { print } /toyvm::main/ { if (p) exit }' "$WORK/prof/report.txt" |
+                pstrip | sed -E -e 's/^ *[0-9]+\.[0-9]+%/    NN.NN%/' -e 's/--[0-9]+\.[0-9]+%--/--NN.NN%--/g' -e 's/ +$//'
+        } >"$OUT/toyvm-profile.txt"
+        if [[ ! -e book/src/images/profile-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
+            cp "$WORK/prof/flamegraph.svg" book/src/images/profile-flamegraph.svg
+        fi
+    else
+        echo "generate.sh: toyvm profile failed; keeping toyvm-profile.txt" >&2
+        cat "$WORK/prof.err" >&2
+    fi
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi
