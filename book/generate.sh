@@ -125,13 +125,13 @@ rm -f "$WORK/disasm-jit.txt"
 # become placeholders in the text files. The flame graph SVG is real data
 # and so differs per run: it is written only when missing, or when
 # REGENERATE_IMAGES=1 is set.
-"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 100000 1000 >/dev/null
+"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 200000 300 >/dev/null
 strip_counts() {
     sed -E -e 's/^ *[0-9]+\.[0-9]% +[0-9]+\.[0-9]%/   NN.N%   NN.N%/' -e 's/: [0-9]+ samples/: N samples/' \
         -e 's/\([0-9]+\.[0-9]+ s\)/(N s)/' -e 's|'"$WORK"'/||g'
 }
 {
-    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 100000 1000"
+    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 200000 300"
     echo "\$ toyvm report demo.prof   # percentages replaced by NN.N%"
     "$TOYVM" report "$WORK/demo.prof" | strip_counts
 } >"$OUT/vmprof-report.txt"
@@ -300,9 +300,9 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     {
         echo "\$ perf record -g -e cpu-clock -- toyvm run --perf examples/scripts/profile_demo.toy 300 100000"
         cat "$WORK/quick.out"
-        echo "\$ perf report --children --sort sym -g none --stdio --percent-limit 1"
+        echo "\$ perf report --children --sort sym -g none --stdio --percent-limit 5"
         echo "  (toy: and interpreter lines, sorted by name; percentages replaced by NN.NN%)"
-        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 1 2>/dev/null |
+        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 5 2>/dev/null |
             grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
     } >"$OUT/quick-perf-report.txt"
     PIDS+=($(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
@@ -405,9 +405,15 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
             echo "\$ ls toyvm-profile"
             (cd "$WORK/prof" && ls)
             echo
-            echo "\$ cat toyvm-profile/report.txt   # the top entry's first call chain; percentages replaced by NN.NN%"
+            echo "\$ cat toyvm-profile/report.txt"
+            echo "  (the top entry and its largest call chain, innermost first; tree drawing, percentages and"
+            echo "  inlined frames left out: perf shows each interpreter frame either as vm::interp::interp_entry"
+            echo "  or only as its inlined parts, depending on the sample; here it is always the former)"
             awk '/^ +[0-9.]+%/ { p = 1 } p { print } /toyvm::main/ { if (p) exit }' "$WORK/prof/report.txt" |
-                pstrip | sed -E -e 's/^ *[0-9]+\.[0-9]+%/    NN.NN%/' -e 's/--[0-9]+\.[0-9]+%--/--NN.NN%--/g' -e 's/ +$//'
+                pstrip | sed -E -e 's/^ *[0-9]+\.[0-9]+%/    NN.NN%/' -e 's/ +$//' |
+                sed -E -e 's/^ +[-|]*-*(--[0-9.]+%--)?/        /' | grep -v '^ *$' |
+                grep -v '(inlined)$' | grep -v ' vm::interp::interp_entry$' |
+                awk '/ toy:interp:/ { print "        vm::interp::interp_entry" } { print }' | uniq
         } >"$OUT/toyvm-profile.txt"
         if [[ ! -e book/src/images/profile-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
             cp "$WORK/prof/flamegraph.svg" book/src/images/profile-flamegraph.svg
