@@ -300,9 +300,9 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     {
         echo "\$ perf record -g -e cpu-clock -- toyvm run --perf examples/scripts/profile_demo.toy 300 100000"
         cat "$WORK/quick.out"
-        echo "\$ perf report --children --sort sym -g none --stdio --percent-limit 5"
+        echo "\$ perf report --children --sort sym -g none --stdio --percent-limit 10"
         echo "  (toy: and interpreter lines, sorted by name; percentages replaced by NN.NN%)"
-        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 5 2>/dev/null |
+        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 10 2>/dev/null |
             grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
     } >"$OUT/quick-perf-report.txt"
     PIDS+=($(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
@@ -410,10 +410,20 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
             echo "  inlined frames left out: perf shows each interpreter frame either as vm::interp::interp_entry"
             echo "  or only as its inlined parts, depending on the sample; here it is always the former)"
             awk '/^ +[0-9.]+%/ { p = 1 } p { print } /toyvm::main/ { if (p) exit }' "$WORK/prof/report.txt" |
-                pstrip | sed -E -e 's/^ *[0-9]+\.[0-9]+%/    NN.NN%/' -e 's/ +$//' |
-                sed -E -e 's/^ +[-|]*-*(--[0-9.]+%--)?/        /' | grep -v '^ *$' |
-                grep -v '(inlined)$' | grep -v ' vm::interp::interp_entry$' |
-                awk '/ toy:interp:/ { print "        vm::interp::interp_entry" } { print }' | uniq
+                pstrip | python3 -c 'import re, sys
+lines = sys.stdin.read().splitlines()
+print(re.sub(r"^ *[0-9]+\.[0-9]+%", "    NN.NN%", lines[0]).rstrip())
+last = None
+for line in lines[1:]:
+    frame = re.sub(r"^[\s|-]*(?:[0-9]+\.[0-9]+%--)?", "", line).rstrip()
+    # One interp_entry line per interpreted frame, however perf showed it.
+    if not frame or frame.endswith("(inlined)") or frame == "vm::interp::interp_entry":
+        continue
+    if frame.startswith("toy:interp:"):
+        print("        vm::interp::interp_entry")
+    if frame != last:  # perf repeats a frame whose inlined part it elides
+        print("        " + frame)
+    last = frame'
         } >"$OUT/toyvm-profile.txt"
         if [[ ! -e book/src/images/profile-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
             cp "$WORK/prof/flamegraph.svg" book/src/images/profile-flamegraph.svg
