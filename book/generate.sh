@@ -359,7 +359,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
             (cd "$JD" && perf annotate -i jd-inj.data --stdio --no-source \
                 "toy:jit:inner_hot:examples/scripts/profile_demo.toy:11" >annotate.txt 2>/dev/null)
             jstrip <"$JD/annotate.txt" | sed -E -e 's/^ *[0-9]+\.[0-9]+ +:/     NN.NN :/' \
-                -e 's/^ *[0-9]+\.[0-9]+ (profile_demo)/    NN.NN \1/' -e 's/\([0-9]+ samples/(N samples/' \
+                -e 's/^ *[0-9]+\.[0-9]+ (profile_demo)/    NN.NN \1/' -e 's/\([0-9]+ samples/(N samples/' -e 's/^-{10,}$/------------------------------------------------------------/' \
                 -e 's| // profile_demo\.toy:[0-9]+||' -e 's/ +$//' | grep -v '^ *:\?$' |
                 awk '/^Sorted summary/ { skip = 1; next } skip && /^ Percent/ { skip = 0 } !skip' | sed -n '1,70p'
         } >"$OUT/perf-annotate.txt"
