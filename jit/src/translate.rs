@@ -174,6 +174,7 @@ pub fn translate(
         shadow_depth0: None,
         error_exit: None,
         variant,
+        array_fields: HashMap::new(),
     };
     t.run(builder);
 }
@@ -197,6 +198,11 @@ struct Translator<'a, 'j> {
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     variant: Variant,
+    /// Length and element pointer already loaded for an array reference
+    /// in the current basic block. Element stores never change them (the
+    /// elements live in their own buffer); anything that may push or pop
+    /// (calls, helpers) clears the cache, and so does every block start.
+    array_fields: HashMap<Value, (Value, Value)>,
 }
 
 /// Byte offset of register `r` in a frame.
@@ -257,6 +263,7 @@ impl Translator<'_, '_> {
                     b.ins().jump(block, &[]);
                 }
                 b.switch_to_block(block);
+                self.array_fields.clear();
             } else if terminated {
                 continue; // unreachable
             }
@@ -634,7 +641,10 @@ impl Translator<'_, '_> {
     ) -> Value {
         let a = self.read_i(b, arr);
         let i = self.read_i(b, idx);
-        let len = b.ins().load(types::I64, flags(), a, self.env.array.len);
+        let len = match self.array_fields.get(&a) {
+            Some(&(len, _)) => len,
+            None => b.ins().load(types::I64, flags(), a, self.env.array.len),
+        };
         let outside = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
         self.check_status(b, outside, |t, b| {
             let helper = t.helper(b, t.env.helpers.index_error);
@@ -642,7 +652,11 @@ impl Translator<'_, '_> {
             let pc = b.ins().iconst(types::I32, pc as i64);
             b.ins().call(helper, &[t.vm, func, pc, i, len]);
         });
-        let data = b.ins().load(types::I64, flags(), a, self.env.array.data);
+        let data = match self.array_fields.get(&a) {
+            Some(&(_, data)) => data,
+            None => b.ins().load(types::I64, flags(), a, self.env.array.data),
+        };
+        self.array_fields.insert(a, (len, data));
         let off = b.ins().ishl_imm_u(i, 3);
         b.ins().iadd(data, off)
     }
@@ -656,6 +670,7 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
+        self.array_fields.clear();
         // Not while profiling: an inlined callee would have no frame on the
         // vmprof shadow stack, and its time would go to the caller.
         if self.env.shadow.is_none() && is_inlinable_leaf(cf) {
@@ -768,6 +783,7 @@ impl Translator<'_, '_> {
             shadow_depth0: None,
             error_exit: None,
             variant: self.variant,
+            array_fields: HashMap::new(),
         };
         let srcloc = b.srcloc();
         for (at, op) in cf.code.iter().enumerate() {
@@ -797,6 +813,7 @@ impl Translator<'_, '_> {
         pc: usize,
         call: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>) -> Value,
     ) {
+        self.array_fields.clear();
         let operands = op.describe().1;
         for operand in &operands {
             if let Operand::Reg(name, r) = *operand
@@ -1039,12 +1056,17 @@ impl Translator<'_, '_> {
             }
             Op::GetElem { dst, arr, idx } => {
                 let addr = self.element_address(b, arr, idx, pc);
-                let v = b.ins().load(types::I64, flags(), addr, 0);
+                // Load floats straight into a float register.
+                let ty = match self.slots[dst as usize] {
+                    Slot::Var(_, ty) => ty,
+                    _ => types::I64,
+                };
+                let v = b.ins().load(ty, flags(), addr, 0);
                 self.write(b, dst as usize, v);
             }
             Op::SetElem { arr, idx, val } => {
                 let addr = self.element_address(b, arr, idx, pc);
-                let v = self.read_i(b, val);
+                let v = self.read(b, val);
                 b.ins().store(flags(), v, addr, 0);
             }
             Op::LenA { dst, src } => {
