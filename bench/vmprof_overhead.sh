@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `toyvm run --vmprof` costs: CPU time (user+sys, hyperfine means) of every benchmark in
+# What `toyvm run --vmprof` costs: CPU time (user+sys) of every benchmark in
 # examples/scripts/bench with and without `--vmprof FILE` at the default 1 kHz, in the
 # interpreter (--no-jit) and the JIT tier (default tier-up), as a Markdown table. Budget:
 # at most +5% for the interpreter, +2% for the JIT. Optionally the same for CPython with the
@@ -7,17 +7,17 @@
 #
 # Usage (from anywhere):  bench/vmprof_overhead.sh
 # Environment:
-#   RUNS=5 WARMUP=1     hyperfine --runs / --warmup
+#   RUNS=7 WARMUP=1     measured runs (after warm-up runs) of each command
 #   TOYVM=path          default target/release/toyvm (built if missing)
 #   VMPROF_PYTHON=path  a python with vmprof installed (default: the test venv
 #                       target/vmprof-venv-0.6.0/bin/python if present; "" skips CPython)
 #   PEERS=../shared/bench/peers
-# CPU time, not wall time: the sampler's cost is CPU, and CPU time is far less disturbed by
-# other load on the machine. The profile goes to a temporary file (a real file, not /dev/null,
+# CPU time (user+sys, from getrusage), not wall time: the sampler's cost is CPU, and CPU
+# time is far less disturbed by other load on the machine. The profile goes to a temporary file (a real file, not /dev/null,
 # so the writer does its real work).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-5}
+RUNS=${RUNS:-7}
 WARMUP=${WARMUP:-1}
 TOYVM=${TOYVM:-target/release/toyvm}
 PEERS=${PEERS:-../shared/bench/peers}
@@ -32,25 +32,37 @@ declare -A INTERP_SIZE=([fib]=37 [loop]=300000000 [calls]=100000000 [mandelbrot]
 declare -A JIT_SIZE=([fib]=40 [loop]=300000000 [calls]=100000000 [mandelbrot]=4000 [spectral]=2000 [nbody]=2000000)
 declare -A PY_SIZE=([fib]=30 [loop]=10000000 [calls]=5000000 [mandelbrot]=300 [spectral]=200 [nbody]=200000)
 
-# cpu_time JSON -> mean user+sys seconds
-cpu_time() {
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["user"]+r["system"])' "$1"
+# cpu_seconds CMD... -> user+sys seconds of one run (output discarded), from getrusage
+# (microseconds; /usr/bin/time only has centiseconds)
+cpu_seconds() {
+    python3 -c '
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(r.ru_utime + r.ru_stime)' "$@"
 }
 
-# measure NAME CMD_WITHOUT CMD_WITH -> one table row
+# measure NAME "PLAIN CMD" "PROFILED CMD" -> one table row. The two commands alternate
+# (so slow drifts in machine load hit both alike), WARMUP+RUNS times each, and the row
+# compares the fastest runs: the minimum is the run least disturbed by other load.
 measure() {
-    local name=$1 plain=$2 profiled=$3
-    hyperfine --runs "$RUNS" --warmup "$WARMUP" --style none --output null \
-        --export-json "$TMP/plain.json" "$plain" >/dev/null
-    hyperfine --runs "$RUNS" --warmup "$WARMUP" --style none --output null \
-        --export-json "$TMP/profiled.json" "$profiled" >/dev/null
-    local a b
-    a=$(cpu_time "$TMP/plain.json")
-    b=$(cpu_time "$TMP/profiled.json")
-    python3 -c 'import sys; n,a,b=sys.argv[1],float(sys.argv[2]),float(sys.argv[3]); print(f"| {n} | {a:.3f} | {b:.3f} | {100*(b-a)/a:+.1f}% |")' "$name" "$a" "$b"
+    local name=$1 plain=$2 profiled=$3 a=() b=() i
+    for ((i = 0; i < WARMUP + RUNS; i++)); do
+        # shellcheck disable=SC2086 # the commands are word lists
+        a+=("$(cpu_seconds $plain)")
+        # shellcheck disable=SC2086
+        b+=("$(cpu_seconds $profiled)")
+    done
+    python3 - "$name" "$WARMUP" "${a[*]}" "${b[*]}" <<'PY'
+import sys
+name, warmup = sys.argv[1], int(sys.argv[2])
+a = min(map(float, sys.argv[3].split()[warmup:]))
+b = min(map(float, sys.argv[4].split()[warmup:]))
+print(f"| {name} | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% |")
+PY
 }
 
-echo "| benchmark | CPU s | CPU s with vmprof | overhead |"
+echo "| benchmark | CPU s (min) | CPU s with vmprof (min) | overhead |"
 echo "|---|---:|---:|---:|"
 for bench in fib loop calls mandelbrot spectral nbody; do
     script=examples/scripts/bench/$bench.toy
