@@ -412,7 +412,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
             awk '/^ +[0-9.]+%/ { p = 1 } p { print } /toyvm::main/ { if (p) exit }' "$WORK/prof/report.txt" |
                 pstrip | python3 -c 'import re, sys
 lines = sys.stdin.read().splitlines()
-print(re.sub(r"^ *[0-9]+\.[0-9]+%", "    NN.NN%", lines[0]).rstrip())
+print(re.sub(r"  +", "  ", re.sub(r"^ *[0-9]+\.[0-9]+%", "    NN.NN%", lines[0])).rstrip())
 last = None
 for line in lines[1:]:
     frame = re.sub(r"^[\s|-]*(?:[0-9]+\.[0-9]+%--)?", "", line).rstrip()
