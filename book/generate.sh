@@ -44,6 +44,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# dump_pid DIR: the pid in the name of the one jit-PID.dump in DIR.
+dump_pid() {
+    local f
+    for f in "$1"/jit-*.dump; do
+        [[ -e $f ]] || continue
+        f=${f##*/jit-}
+        echo "${f%.dump}"
+    done
+}
+
+# note_pids DATA: remember the pids of a perf.data file (their perf maps are
+# removed at exit).
+note_pids() {
+    local pid
+    while read -r pid; do PIDS+=("$pid"); done < <(perf script -i "$1" -F pid 2>/dev/null | tr -d ' ' | sort -u)
+}
+
 # run_toy FILE.txt CMD...: the command line, its stdout+stderr, its exit status.
 run_toy() {
     local file=$1
@@ -305,7 +322,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 10 2>/dev/null |
             grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
     } >"$OUT/quick-perf-report.txt"
-    PIDS+=($(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
+    note_pids "$WORK/quick.data"
     {
         echo "\$ cut -d' ' -f3- /tmp/perf-\$PID.map   # the names only"
         for pid in $(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '); do
@@ -315,7 +332,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
 
     perf record -q -g -e cpu-clock -F 999 -o "$WORK/tramp.data" -- \
         "$TOYVM" run --no-jit --perf examples/scripts/profile_demo.toy 300 100000 >/dev/null 2>&1
-    PIDS+=($(perf script -i "$WORK/tramp.data" -F pid 2>/dev/null | sort -u | tr -d ' '))
+    note_pids "$WORK/tramp.data"
     {
         echo "\$ perf record -g -- toyvm run --no-jit --perf examples/scripts/profile_demo.toy 300 100000"
         echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
@@ -334,7 +351,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         "$TOYVM" run --jit-threshold 0 --perf-jitdump --perf-dir "$JD" \
         examples/scripts/profile_demo.toy 100 100000 >/dev/null 2>&1
     (cd "$JD" && perf inject --jit -i jd.data -o jd-inj.data)
-    JPID=$(cd "$JD" && ls jit-*.dump | sed -E 's/jit-([0-9]+)\.dump/\1/')
+    JPID=$(dump_pid "$JD")
     PIDS+=("$JPID")
     jstrip() { sed -e "s|$JD/||g" -e "s|$JD|.|g" -e "s|$ROOT/||g" -e "s/jitted-$JPID-/jitted-PID-/g" -e "s/-$JPID\b/-PID/g"; }
     {
@@ -352,7 +369,10 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         (cd "$JD" && perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio \
             --percent-limit 5 2>/dev/null) | grep -E 'toy:' | jstrip | pct | sed -E 's/   +/  /g' | sort -t: -k6n
     } >"$OUT/srcline-report.txt"
-    HOT=$(cd "$JD" && grep -l 'toy:jit:inner_hot:' jitted-*.so 2>/dev/null | head -1 || true)
+    HOT=""
+    for so in "$JD"/jitted-*.so; do
+        if grep -q 'toy:jit:inner_hot:' "$so"; then HOT=${so##*/}; break; fi
+    done
     if [[ -n $HOT ]]; then
         {
             echo "\$ perf annotate -i jd-inj.data --stdio toy:jit:inner_hot:...   # hit percentages replaced"
@@ -376,7 +396,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump \
         --perf-dir "$TD" examples/scripts/profile_demo.toy 2 1000 >/dev/null 2>&1
     (cd "$TD" && perf inject --jit -i t.data -o ti.data)
-    TPID=$(cd "$TD" && ls jit-*.dump | sed -E 's/jit-([0-9]+)\.dump/\1/')
+    TPID=$(dump_pid "$TD")
     PIDS+=("$TPID")
     {
         echo "\$ toyvm run --no-jit --perf-jitdump ... examples/scripts/profile_demo.toy 2 1000   # under perf record -k 1"
@@ -394,7 +414,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     # From the repository root, so names carry the short script path.
     "$TOYVM" profile --out "$WORK/prof" examples/scripts/profile_demo.toy \
         >"$WORK/prof.out" 2>"$WORK/prof.err" || true
-    PPID_=$(cd "$WORK/prof/jitdump" 2>/dev/null && ls jit-*.dump | sed -E 's/jit-([0-9]+)\.dump/\1/' || true)
+    PPID_=$(dump_pid "$WORK/prof/jitdump")
     if [[ -n $PPID_ && -s $WORK/prof/report.txt ]]; then
         PIDS+=("$PPID_")
         pstrip() { sed -e "s|$WORK/||g" -e "s|$ROOT/||g" -e "s/jitted-$PPID_-/jitted-PID-/g"; }
