@@ -14,16 +14,33 @@
 #     two hand-written x86-64 regions with the perf map and jitdump sinks; the
 #     perf map and the jitdump it writes are printed (the dump decoded by the
 #     small Python reader below);
+#   * `toyvm disasm --jit` of book/examples/fib.toy and `--jit-stats` runs
+#     (Tiering and Cranelift);
+#   * `toyvm run --vmprof` and `toyvm report` (tree, --folded, --flamegraph),
+#     and the PyPI `vmprofshow` if one is installed (VMPROFSHOW=PATH or on
+#     PATH);
 #   * if `perf` and `readelf` work: the same child under `perf record -k 1`,
-#     `perf inject --jit`, `readelf` of the injected object and a perf report.
-#     Without them, the perf files already in book/src/generated/ are kept.
+#     `perf inject --jit`, `readelf` of the injected object and a perf report;
+#     then toyvm itself: `run --perf` under `perf record -g` (quick start,
+#     perf map names), `--no-jit` with and without `--perf` (trampoline
+#     stacks), `--perf-jitdump` + `perf inject` (reports by symbol and by
+#     srcline, `perf annotate`, `readelf` of the line table, `objdump` of
+#     the trampolines with their build-id marker) and `toyvm profile`.
+#     Without perf, the perf files already in book/src/generated/ are kept.
+#
+# Flame graphs are real sample data, different on every run: the SVGs in
+# book/src/images/ (vmprof-flamegraph.svg, profile-flamegraph.svg) are
+# written only when missing or with REGENERATE_IMAGES=1.
 #
 # The output is stable, so re-running the script changes nothing unless the
-# code changed: pids, thread ids, timestamps and runtime addresses are replaced
-# by placeholders (PID, TID, TIME, ADDR...) with sed or in the decoder, and no
-# timing is printed. The script is idempotent: it only writes
-# book/src/generated/*.txt and cleans up its scratch directory, the perf map
-# it causes in /tmp, and perf's build-id cache (kept in the scratch directory).
+# code changed: pids, thread ids, timestamps, runtime addresses, compile
+# times, sample counts and percentages are replaced by placeholders (PID,
+# TID, TIME, ADDR, N, NN.NN%...), and sample-dependent lists are cut at a
+# threshold and sorted. The script is idempotent: it only writes the
+# flame graphs as above and book/src/generated/*.txt, and cleans up its
+# scratch directory, the perf maps
+# its runs cause in /tmp, and perf's build-id cache (kept in the scratch
+# directory).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
