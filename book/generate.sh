@@ -38,9 +38,8 @@
 # TID, TIME, ADDR, N, NN.NN%...), and sample-dependent lists are cut at a
 # threshold and sorted. The script is idempotent: it only writes the
 # flame graphs as above and book/src/generated/*.txt, and cleans up its
-# scratch directory, the perf maps
-# its runs cause in /tmp, and perf's build-id cache (kept in the scratch
-# directory).
+# scratch directory, the perf maps its runs cause in /tmp, and perf's
+# build-id cache (kept in the scratch directory).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
