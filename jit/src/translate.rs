@@ -242,7 +242,6 @@ impl Translator<'_, '_> {
         let params = b.block_params(entry).to_vec();
         self.vm = params[0];
         self.base = params[1];
-        self.define_defaults(b);
         let start = match self.variant {
             Variant::Native => {
                 self.prologue(b, &params[2..]);
@@ -271,19 +270,6 @@ impl Translator<'_, '_> {
             terminated = self.instruction(b, pc);
         }
         b.seal_all_blocks();
-    }
-
-    /// Gives every variable a value in the entry block (0), so no path
-    /// reads an undefined one.
-    fn define_defaults(&mut self, b: &mut FunctionBuilder<'_>) {
-        let zero_i = b.ins().iconst(types::I64, 0);
-        let zero_f = b.ins().f64const(0.0);
-        for slot in self.slots.clone() {
-            match slot {
-                Slot::Var(v, ty) => b.def_var(v, if ty == types::F64 { zero_f } else { zero_i }),
-                Slot::Arg(v) | Slot::Ref(v) => b.def_var(v, zero_i),
-            }
-        }
     }
 
     /// The native variant's entry: depth check, frame record, parameters.
