@@ -343,7 +343,9 @@ impl Gen {
                 self.line(&format!("print({e});"));
             }
             5 => {
-                let (arr, elem) = *self.rng.pick(&[(Ty::IntArr, Ty::Int), (Ty::FloatArr, Ty::Float)]);
+                let (arr, elem) = *self
+                    .rng
+                    .pick(&[(Ty::IntArr, Ty::Int), (Ty::FloatArr, Ty::Float)]);
                 if let Some(a) = self.var_of(arr, false) {
                     match self.rng.below(3) {
                         0 => {

@@ -39,13 +39,26 @@ fn flags_choose_what_is_compiled() {
     }
     assert!(compiled(&never.stderr).is_empty(), "{}", never.stderr);
     // Everything, callees first, before anything runs.
-    assert_eq!(compiled(&eager.stderr), ["sq", "sum", "<main>"], "{}", eager.stderr);
+    assert_eq!(
+        compiled(&eager.stderr),
+        ["sq", "sum", "<main>"],
+        "{}",
+        eager.stderr
+    );
     // `sum` is called once: its loop tiers up through OSR (compiling `sq`,
     // which already ran, and `sum` itself first); `<main>` never gets hot.
     let tiered = compiled(&default.stderr);
-    assert!(tiered.iter().any(|n| n.starts_with("sum (OSR @")), "{}", default.stderr);
+    assert!(
+        tiered.iter().any(|n| n.starts_with("sum (OSR @")),
+        "{}",
+        default.stderr
+    );
     assert!(tiered.contains(&"sq".to_string()), "{}", default.stderr);
-    assert!(!tiered.contains(&"<main>".to_string()), "{}", default.stderr);
+    assert!(
+        !tiered.contains(&"<main>".to_string()),
+        "{}",
+        default.stderr
+    );
 }
 
 #[test]
@@ -64,7 +77,9 @@ fn the_depth_limit_holds_at_an_inlined_call() {
     assert_eq!(runs[0].status, Some(1));
     assert_eq!(runs[0].stdout, "6\n");
     assert!(
-        runs[0].stderr.starts_with("error: call depth exceeded the limit of 22 frames\n  at down ("),
+        runs[0]
+            .stderr
+            .starts_with("error: call depth exceeded the limit of 22 frames\n  at down ("),
         "{}",
         runs[0].stderr
     );
@@ -87,5 +102,9 @@ fn profiler_files_that_cannot_be_opened_are_reported_once_and_the_run_goes_on() 
     assert_eq!(run.status, Some(0));
     assert_eq!(run.stdout, "3\n");
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
-    assert!(run.stderr.contains("cannot write the jitdump"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot write the jitdump"),
+        "{}",
+        run.stderr
+    );
 }

@@ -723,8 +723,12 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
-        let depth = b.ins().load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
-        let max = b.ins().load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
+        let depth = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+        let max = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
         let too_deep = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
         self.check_status(b, too_deep, |t, b| {
             let exceeded = t.helper(b, t.env.helpers.depth_exceeded);
@@ -796,7 +800,6 @@ impl Translator<'_, '_> {
         &mut self,
         b: &mut FunctionBuilder<'_>,
         op: &Op,
-        pc: usize,
         call: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>) -> Value,
     ) {
         self.array_fields.clear();
@@ -810,7 +813,6 @@ impl Translator<'_, '_> {
         }
         let status = call(self, b);
         self.check_status(b, status, |_, _| {});
-        let _ = pc;
         for operand in &operands {
             if let Operand::Reg("dst", r) = *operand {
                 self.reload(b, r as usize);
@@ -1061,7 +1063,7 @@ impl Translator<'_, '_> {
                 self.write(b, dst as usize, v);
             }
             Op::Pop { dst, arr } => {
-                self.via_frame(b, &op, pc, |t, b| {
+                self.via_frame(b, &op, |t, b| {
                     let a = t.read_i(b, arr);
                     let helper = t.helper(b, t.env.helpers.pop);
                     let func = b.ins().iconst(types::I32, t.env.func as i64);
@@ -1089,7 +1091,7 @@ impl Translator<'_, '_> {
             }
             _ => {
                 debug_assert!(is_slow_op(&op));
-                self.via_frame(b, &op, pc, |t, b| {
+                self.via_frame(b, &op, |t, b| {
                     let helper = t.helper(b, t.env.helpers.slow_op);
                     let func = b.ins().iconst(types::I32, t.env.func as i64);
                     let pcv = b.ins().iconst(types::I32, pc as i64);
@@ -1206,14 +1208,4 @@ pub fn leaders(code: &[Op]) -> Vec<usize> {
         }
     }
     (0..code.len()).filter(|&pc| leader[pc]).collect()
-}
-
-/// The back-edge targets of a function (loop headers), where OSR may enter.
-pub fn is_loop_header(code: &[Op], pc: usize) -> bool {
-    code.iter().enumerate().any(|(at, op)| {
-        op.describe()
-            .1
-            .iter()
-            .any(|o| matches!(o, Operand::Target(t) if *t as usize == pc && pc <= at))
-    })
 }
