@@ -55,7 +55,8 @@ for arg in "$@"; do
 done
 
 # toyvm tiers: "name=flags" (the flags go between `run` and the script path).
-# Edit this one line when tiers change; until the JIT exists, the JIT tiers run the interpreter.
+# Edit this one line when tiers change: the interpreter, the default tier-up, and everything
+# compiled before it runs.
 TOY_TIERS=("toyvm-interp=--no-jit" "toyvm=" "toyvm-jit0=--jit-threshold 0")
 # The tiers that are fast enough for the large sizes.
 TOY_LARGE_TIERS=("toyvm" "toyvm-jit0")

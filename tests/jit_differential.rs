@@ -343,19 +343,23 @@ impl Gen {
                 self.line(&format!("print({e});"));
             }
             5 => {
-                if let Some(a) = self.var_of(Ty::IntArr, false) {
+                let (arr, elem) = *self
+                    .rng
+                    .pick(&[(Ty::IntArr, Ty::Int), (Ty::FloatArr, Ty::Float)]);
+                if let Some(a) = self.var_of(arr, false) {
                     match self.rng.below(3) {
                         0 => {
-                            let e = self.expr(Ty::Int, 1);
+                            let e = self.expr(elem, 1);
                             self.line(&format!("push({a}, {e});"));
                         }
                         1 => {
                             let i = self.index(1);
-                            let e = self.expr(Ty::Int, 1);
-                            self.line(&format!("{a}[{i}] += {e};"));
+                            let e = self.expr(elem, 1);
+                            let op = *self.rng.pick(&["=", "+=", "*="]);
+                            self.line(&format!("{a}[{i}] {op} {e};"));
                         }
                         _ => {
-                            let name = self.declare(Ty::Int, true);
+                            let name = self.declare(elem, true);
                             self.line(&format!("let {name} = pop({a});"));
                         }
                     }

@@ -541,14 +541,18 @@ impl Jit {
 
     /// Compiles `funcs` (native + shim each) in one batch.
     fn compile_functions(&mut self, vm: &mut Vm<'_>, funcs: &[u32]) {
-        let started = Instant::now();
         let mut done = Vec::new();
+        let mut define_times = Vec::new();
         for &f in funcs {
             if self.natives[f as usize].is_some() || self.failed[f as usize] {
                 continue;
             }
+            let started = Instant::now();
             match self.define_native(vm, f) {
-                Ok(()) => done.push(f),
+                Ok(()) => {
+                    done.push(f);
+                    define_times.push(started.elapsed());
+                }
                 Err(e) => {
                     self.failed[f as usize] = true;
                     eprintln!(
@@ -558,25 +562,27 @@ impl Jit {
                 }
             }
         }
+        let started = Instant::now();
         if let Err(e) = self.finish_batch(vm) {
             eprintln!("toyvm: JIT: {e}");
         }
+        let finish = started.elapsed();
         for &f in &done {
             vm.funcs[f as usize].hotness = i32::MAX;
         }
-        self.note_time(vm, funcs, started);
+        // Each function's time: its own IR building and code generation
+        // (native + shim) plus its share of the batch's finalize/report.
+        let share = finish / done.len().max(1) as u32;
+        for (&f, &took) in done.iter().zip(&define_times) {
+            self.note_time(vm, f, "", took + share);
+        }
     }
 
-    fn note_time(&mut self, vm: &Vm<'_>, funcs: &[u32], started: Instant) {
+    fn note_time(&mut self, vm: &Vm<'_>, func: u32, what: &str, took: Duration) {
         if !self.options.stats {
             return;
         }
-        let took = started.elapsed();
-        let names: Vec<&str> = funcs
-            .iter()
-            .map(|&f| vm.module.functions[f as usize].name.as_str())
-            .collect();
-        let name = names.join(",");
+        let name = format!("{}{what}", vm.module.functions[func as usize].name);
         eprintln!("jit-stats: {name}: {} us", took.as_micros());
         self.compile_times.push((name, took));
     }
@@ -736,7 +742,7 @@ impl TierUp for Jit {
             self.pending.clear();
             self.osr.insert((func, pc), None);
         }
-        self.note_time(vm, &[func], started);
+        self.note_time(vm, func, &format!(" (OSR @{pc})"), started.elapsed());
         self.osr.get(&(func, pc)).copied().flatten()
     }
 }

@@ -178,6 +178,7 @@ pub fn translate(
         shadow_top: None,
         error_exit: None,
         variant,
+        array_fields: HashMap::new(),
     };
     t.run(builder);
 }
@@ -204,6 +205,11 @@ struct Translator<'a, 'j> {
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     variant: Variant,
+    /// Length and element pointer already loaded for an array reference
+    /// in the current basic block. Element stores never change them (the
+    /// elements live in their own buffer); anything that may push or pop
+    /// (calls, helpers) clears the cache, and so does every block start.
+    array_fields: HashMap<Value, (Value, Value)>,
 }
 
 /// Byte offset of register `r` in a frame.
@@ -243,7 +249,6 @@ impl Translator<'_, '_> {
         let params = b.block_params(entry).to_vec();
         self.vm = params[0];
         self.base = params[1];
-        self.define_defaults(b);
         let start = match self.variant {
             Variant::Native => {
                 self.prologue(b, &params[2..]);
@@ -271,6 +276,7 @@ impl Translator<'_, '_> {
                     b.ins().jump(block, &[]);
                 }
                 b.switch_to_block(block);
+                self.array_fields.clear();
             } else if terminated {
                 continue; // unreachable
             }
@@ -295,19 +301,6 @@ impl Translator<'_, '_> {
     fn restore_shadow_depth(&self, b: &mut FunctionBuilder<'_>) {
         if let (Some(frames), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
             emit_shadow_pop(b, frames.get(self.env.func), depth);
-        }
-    }
-
-    /// Gives every variable a value in the entry block (0), so no path
-    /// reads an undefined one.
-    fn define_defaults(&mut self, b: &mut FunctionBuilder<'_>) {
-        let zero_i = b.ins().iconst(types::I64, 0);
-        let zero_f = b.ins().f64const(0.0);
-        for slot in self.slots.clone() {
-            match slot {
-                Slot::Var(v, ty) => b.def_var(v, if ty == types::F64 { zero_f } else { zero_i }),
-                Slot::Arg(v) | Slot::Ref(v) => b.def_var(v, zero_i),
-            }
         }
     }
 
@@ -666,7 +659,10 @@ impl Translator<'_, '_> {
     ) -> Value {
         let a = self.read_i(b, arr);
         let i = self.read_i(b, idx);
-        let len = b.ins().load(types::I64, flags(), a, self.env.array.len);
+        let len = match self.array_fields.get(&a) {
+            Some(&(len, _)) => len,
+            None => b.ins().load(types::I64, flags(), a, self.env.array.len),
+        };
         let outside = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
         self.check_status(b, outside, |t, b| {
             let helper = t.helper(b, t.env.helpers.index_error);
@@ -674,7 +670,11 @@ impl Translator<'_, '_> {
             let pc = b.ins().iconst(types::I32, pc as i64);
             b.ins().call(helper, &[t.vm, func, pc, i, len]);
         });
-        let data = b.ins().load(types::I64, flags(), a, self.env.array.data);
+        let data = match self.array_fields.get(&a) {
+            Some(&(_, data)) => data,
+            None => b.ins().load(types::I64, flags(), a, self.env.array.data),
+        };
+        self.array_fields.insert(a, (len, data));
         let off = b.ins().ishl_imm_u(i, 3);
         b.ins().iadd(data, off)
     }
@@ -688,6 +688,7 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
+        self.array_fields.clear();
         if is_inlinable_leaf(cf) {
             // Profiling: the inlined callee still gets its own frame.
             let frame = self.env.shadow.map(|frames| frames.get(callee as u32));
@@ -760,8 +761,12 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
-        let depth = b.ins().load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
-        let max = b.ins().load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
+        let depth = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+        let max = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
         let too_deep = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
         self.check_status(b, too_deep, |t, b| {
             let exceeded = t.helper(b, t.env.helpers.depth_exceeded);
@@ -807,6 +812,7 @@ impl Translator<'_, '_> {
             shadow_top: None,
             error_exit: None,
             variant: self.variant,
+            array_fields: HashMap::new(),
         };
         let srcloc = b.srcloc();
         for (at, op) in cf.code.iter().enumerate() {
@@ -836,6 +842,7 @@ impl Translator<'_, '_> {
         pc: usize,
         call: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>) -> Value,
     ) {
+        self.array_fields.clear();
         let operands = op.describe().1;
         for operand in &operands {
             if let Operand::Reg(name, r) = *operand
@@ -1078,12 +1085,17 @@ impl Translator<'_, '_> {
             }
             Op::GetElem { dst, arr, idx } => {
                 let addr = self.element_address(b, arr, idx, pc);
-                let v = b.ins().load(types::I64, flags(), addr, 0);
+                // Load floats straight into a float register.
+                let ty = match self.slots[dst as usize] {
+                    Slot::Var(_, ty) => ty,
+                    _ => types::I64,
+                };
+                let v = b.ins().load(ty, flags(), addr, 0);
                 self.write(b, dst as usize, v);
             }
             Op::SetElem { arr, idx, val } => {
                 let addr = self.element_address(b, arr, idx, pc);
-                let v = self.read_i(b, val);
+                let v = self.read(b, val);
                 b.ins().store(flags(), v, addr, 0);
             }
             Op::LenA { dst, src } => {

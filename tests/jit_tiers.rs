@@ -1,0 +1,110 @@
+//! Tier-up behaviour seen from the command line: which flags compile what
+//! (through `--jit-stats`), OSR of a loop in a function called once, and
+//! the depth limit at an inlined call.
+
+mod common;
+
+use std::path::PathBuf;
+
+/// Writes `source` to a fresh temporary script and returns its path.
+fn script(name: &str, source: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("toyvm-jit-tiers-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("{name}.toy"));
+    std::fs::write(&path, source).expect("write script");
+    let text = path.to_string_lossy().into_owned();
+    (dir, text)
+}
+
+const LOOPS: &str = "fn sq(x: int) -> int {\n    return x * x;\n}\nfn sum(n: int) -> int {\n    let s = 0;\n    for i in 0..n { s += sq(i) % 7; }\n    return s;\n}\nprint(sum(5000));\n";
+
+fn compiled(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("jit-stats: "))
+        .map(|l| l.rsplit_once(':').map_or(l, |(name, _)| name).to_string())
+        .collect()
+}
+
+#[test]
+fn flags_choose_what_is_compiled() {
+    let (dir, path) = script("flags", LOOPS);
+    let never = common::toyvm(&["run", "--no-jit", "--jit-stats", &path]);
+    let eager = common::toyvm(&["run", "--jit-threshold", "0", "--jit-stats", &path]);
+    let default = common::toyvm(&["run", "--jit-stats", &path]);
+    let _ = std::fs::remove_dir_all(dir);
+    for run in [&never, &eager, &default] {
+        assert_eq!(run.status, Some(0), "{}", run.stderr);
+        assert_eq!(run.stdout, never.stdout);
+    }
+    assert!(compiled(&never.stderr).is_empty(), "{}", never.stderr);
+    // Everything, callees first, before anything runs.
+    assert_eq!(
+        compiled(&eager.stderr),
+        ["sq", "sum", "<main>"],
+        "{}",
+        eager.stderr
+    );
+    // `sum` is called once: its loop tiers up through OSR (compiling `sq`,
+    // which already ran, and `sum` itself first); `<main>` never gets hot.
+    let tiered = compiled(&default.stderr);
+    assert!(
+        tiered.iter().any(|n| n.starts_with("sum (OSR @")),
+        "{}",
+        default.stderr
+    );
+    assert!(tiered.contains(&"sq".to_string()), "{}", default.stderr);
+    assert!(
+        !tiered.contains(&"<main>".to_string()),
+        "{}",
+        default.stderr
+    );
+}
+
+#[test]
+fn the_depth_limit_holds_at_an_inlined_call() {
+    // `leaf` is inlined into `down`; at the deepest level its call must
+    // still fail exactly like a real call.
+    let (dir, path) = script(
+        "depth",
+        "fn leaf(a: int) -> int { return a * 2 + 1; }\nfn down(n: int) -> int {\n    if n == 0 { return leaf(n); }\n    return down(n - 1) + 1;\n}\nprint(down(5));\nprint(down(20));\n",
+    );
+    let runs: Vec<_> = [["--no-jit"], ["--jit-threshold=0"], ["--jit-threshold=2"]]
+        .iter()
+        .map(|tier| common::toyvm(&["run", tier[0], "--max-depth", "22", &path]))
+        .collect();
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(runs[0].status, Some(1));
+    assert_eq!(runs[0].stdout, "6\n");
+    assert!(
+        runs[0]
+            .stderr
+            .starts_with("error: call depth exceeded the limit of 22 frames\n  at down ("),
+        "{}",
+        runs[0].stderr
+    );
+    assert!(runs[0].stderr.contains(":3:24)\n"), "{}", runs[0].stderr);
+    for run in &runs[1..] {
+        assert_eq!(
+            (run.status, &run.stdout, &run.stderr),
+            (runs[0].status, &runs[0].stdout, &runs[0].stderr)
+        );
+    }
+}
+
+#[test]
+fn profiler_files_that_cannot_be_opened_are_reported_once_and_the_run_goes_on() {
+    let (dir, path) = script("noperf", "print(1 + 2);\n");
+    let missing = dir.join("no-such-dir");
+    let missing = missing.to_string_lossy().into_owned();
+    let run = common::toyvm(&["run", "--perf-jitdump", "--perf-dir", &missing, &path]);
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(run.status, Some(0));
+    assert_eq!(run.stdout, "3\n");
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot write the jitdump"),
+        "{}",
+        run.stderr
+    );
+}
