@@ -56,7 +56,7 @@ use vm::runtime::{EntryFn, Vm};
 
 use layout::ArrayLayout;
 use names::{NameKind, region_name};
-use shadow_stack::ShadowFrame;
+use shadow_stack::ShadowFrames;
 use translate::{Env, HelperIds, Variant};
 
 // ANCHOR: default_threshold
@@ -259,6 +259,7 @@ impl Jit {
             Variant::Osr { .. } => translate::osr_signature(call_conv),
         };
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let shadow = ShadowFrames::of(vm);
         let env = Env {
             module,
             func,
@@ -267,11 +268,7 @@ impl Jit {
             helpers: self.helpers,
             array: self.array,
             call_conv,
-            // OSR code continues a frame the interpreter already pushed.
-            shadow: match variant {
-                Variant::Native => vm.vmprof_code_id(func).map(ShadowFrame::current_thread),
-                Variant::Osr { .. } => None,
-            },
+            shadow: shadow.as_ref(),
         };
         {
             let mut builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
