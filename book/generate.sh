@@ -14,16 +14,32 @@
 #     two hand-written x86-64 regions with the perf map and jitdump sinks; the
 #     perf map and the jitdump it writes are printed (the dump decoded by the
 #     small Python reader below);
+#   * `toyvm disasm --jit` of book/examples/fib.toy and `--jit-stats` runs
+#     (Tiering and Cranelift);
+#   * `toyvm run --vmprof` and `toyvm report` (tree, --folded, --flamegraph),
+#     and the PyPI `vmprofshow` if one is installed (VMPROFSHOW=PATH or on
+#     PATH);
 #   * if `perf` and `readelf` work: the same child under `perf record -k 1`,
-#     `perf inject --jit`, `readelf` of the injected object and a perf report.
-#     Without them, the perf files already in book/src/generated/ are kept.
+#     `perf inject --jit`, `readelf` of the injected object and a perf report;
+#     then toyvm itself: `run --perf` under `perf record -g` (quick start,
+#     perf map names), `--no-jit` with and without `--perf` (trampoline
+#     stacks), `--perf-jitdump` + `perf inject` (reports by symbol and by
+#     srcline, `perf annotate`, `readelf` of the line table, `objdump` of
+#     the trampolines with their build-id marker) and `toyvm profile`.
+#     Without perf, the perf files already in book/src/generated/ are kept.
+#
+# Flame graphs are real sample data, different on every run: the SVGs in
+# book/src/images/ (vmprof-flamegraph.svg, profile-flamegraph.svg) are
+# written only when missing or with REGENERATE_IMAGES=1.
 #
 # The output is stable, so re-running the script changes nothing unless the
-# code changed: pids, thread ids, timestamps and runtime addresses are replaced
-# by placeholders (PID, TID, TIME, ADDR...) with sed or in the decoder, and no
-# timing is printed. The script is idempotent: it only writes
-# book/src/generated/*.txt and cleans up its scratch directory, the perf map
-# it causes in /tmp, and perf's build-id cache (kept in the scratch directory).
+# code changed: pids, thread ids, timestamps, runtime addresses, compile
+# times, sample counts and percentages are replaced by placeholders (PID,
+# TID, TIME, ADDR, N, NN.NN%...), and sample-dependent lists are cut at a
+# threshold and sorted. The script is idempotent: it only writes the
+# flame graphs as above and book/src/generated/*.txt, and cleans up its
+# scratch directory, the perf maps its runs cause in /tmp, and perf's
+# build-id cache (kept in the scratch directory).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +50,32 @@ mkdir -p "$OUT"
 echo "generate.sh: building (release)" >&2
 cargo build --release --quiet
 TOYVM="$ROOT/target/release/toyvm"
+
+# Not under /tmp/perf-: perf reads every file below such a path as a perf map.
+WORK=$(mktemp -d /tmp/toyvm-book.XXXXXX)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do rm -f "/tmp/perf-$pid.map"; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# dump_pid DIR: the pid in the name of the one jit-PID.dump in DIR.
+dump_pid() {
+    local f
+    for f in "$1"/jit-*.dump; do
+        [[ -e $f ]] || continue
+        f=${f##*/jit-}
+        echo "${f%.dump}"
+    done
+}
+
+# note_pids DATA: remember the pids of a perf.data file (their perf maps are
+# removed at exit).
+note_pids() {
+    local pid
+    while read -r pid; do PIDS+=("$pid"); done < <(perf script -i "$1" -F pid 2>/dev/null | tr -d ' ' | sort -u)
+}
 
 # run_toy FILE.txt CMD...: the command line, its stdout+stderr, its exit status.
 run_toy() {
@@ -64,6 +106,90 @@ run_toy runtime-error.txt run examples/scripts/errors.toy
 # --- Bytecode -----------------------------------------------------------------
 run_toy disasm-sum.txt disasm book/examples/sum.toy
 
+# --- Tiering and Cranelift ----------------------------------------------------
+# `disasm --jit` prints runtime addresses: the absolute column goes, jump and
+# call targets inside the region become <+offset>, other addresses ADDR.
+strip_jit_addresses() {
+    python3 -c '
+import re, sys
+base = size = None
+for line in sys.stdin:
+    m = re.match(r"== (\S+) \((\d+) bytes at 0x([0-9a-f]+)\) ==", line)
+    if m:
+        size, base = int(m.group(2)), int(m.group(3), 16)
+        line = line.replace("at 0x" + m.group(3), "at ADDR")
+    line = re.sub(r"^  0x[0-9a-f]+ ", "  ", line)
+    def target(t):
+        a = int(t.group(1), 16)
+        if base is not None and base <= a < base + size:
+            return f"<+{a - base}>"
+        return "ADDR"
+    line = re.sub(r"\b([0-9A-F]{9,})h\b", target, line)
+    sys.stdout.write(line)
+'
+}
+"$TOYVM" disasm --jit book/examples/fib.toy | strip_jit_addresses >"$WORK/disasm-jit.txt"
+{
+    echo "\$ toyvm disasm --jit book/examples/fib.toy   # the native variant of fib, IR part"
+    awk '/^== toy:jit:fib:/ { p = 1 } /^-- machine code/ { p = 0 } p' "$WORK/disasm-jit.txt"
+} >"$OUT/jit-fib-ir.txt"
+{
+    echo "\$ toyvm disasm --jit book/examples/fib.toy   # the native variant of fib, machine code"
+    awk '/^== toy:jit:fib:/ { p = 1; print; next } /^== / { p = 0 } p && /^-- machine code/ { q = 1 } p && q' \
+        "$WORK/disasm-jit.txt" | sed '/^$/d'
+} >"$OUT/jit-fib-code.txt"
+{
+    echo "\$ toyvm disasm --jit book/examples/fib.toy   # the entry shim of fib"
+    awk '/^== toy:jit-entry:fib:/ { p = 1 } /^== toy:jit:<main>/ { p = 0 } p' "$WORK/disasm-jit.txt" | sed '/^$/d'
+} >"$OUT/jit-fib-shim.txt"
+rm -f "$WORK/disasm-jit.txt"
+{
+    echo "\$ toyvm run --jit-threshold 0 --jit-stats examples/scripts/profile_demo.toy 10 1000"
+    echo "  (compile times replaced by N)"
+    "$TOYVM" run --jit-threshold 0 --jit-stats examples/scripts/profile_demo.toy 10 1000 2>&1 |
+        sed -E 's/: [0-9]+ us$/: N us/'
+    echo "\$ toyvm run --jit-stats examples/scripts/profile_demo.toy 10 100000"
+    "$TOYVM" run --jit-stats examples/scripts/profile_demo.toy 10 100000 2>&1 |
+        sed -E 's/: [0-9]+ us$/: N us/'
+} >"$OUT/jit-stats.txt"
+
+# --- VMProf-style profiles and toyvm report -------------------------------------
+# Sample counts differ from run to run: percentages, counts and seconds
+# become placeholders in the text files. The flame graph SVG is real data
+# and so differs per run: it is written only when missing, or when
+# REGENERATE_IMAGES=1 is set.
+"$TOYVM" run --vmprof "$WORK/demo.prof" examples/scripts/profile_demo.toy 200000 300 >/dev/null
+strip_counts() {
+    sed -E -e 's/^ *[0-9]+\.[0-9]% +[0-9]+\.[0-9]%/   NN.N%   NN.N%/' -e 's/: [0-9]+ samples/: N samples/' \
+        -e 's/\([0-9]+\.[0-9]+ s\)/(N s)/' -e 's|'"$WORK"'/||g'
+}
+{
+    echo "\$ toyvm run --vmprof demo.prof examples/scripts/profile_demo.toy 200000 300"
+    echo "\$ toyvm report demo.prof   # percentages replaced by NN.N%"
+    "$TOYVM" report "$WORK/demo.prof" | strip_counts
+} >"$OUT/vmprof-report.txt"
+{
+    echo "\$ toyvm report --folded demo.prof   # stacks under 2.5% of the samples left out; counts replaced by N"
+    "$TOYVM" report --folded "$WORK/demo.prof" |
+        awk '{ n[NR] = $NF; line[NR] = $0; total += $NF }
+            END { for (i = 1; i <= NR; i++) if (n[i] * 40 >= total) print line[i] }' | sed -E 's/ [0-9]+$/ N/'
+} >"$OUT/vmprof-folded.txt"
+# The PyPI vmprof reader, if one is installed (VMPROFSHOW=/path/to/vmprofshow
+# or on PATH); otherwise the committed output is kept.
+VMPROFSHOW=${VMPROFSHOW:-$(command -v vmprofshow || true)}
+if [[ -n $VMPROFSHOW ]]; then
+    {
+        echo "\$ vmprofshow demo.prof tree   # PyPI vmprof; colours removed, percentages replaced by NN.N%"
+        (cd "$WORK" && "$VMPROFSHOW" demo.prof tree 2>&1) | sed -E 's/\x1b\[[0-9;]*m//g' |
+            grep -v '^WARNING: The profiling completed' | sed -E 's/ ?[0-9]+\.[0-9]%/ NN.N%/g'
+    } >"$OUT/vmprofshow.txt"
+fi
+if [[ ! -e book/src/images/vmprof-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
+    (cd "$WORK" && "$TOYVM" report --flamegraph flamegraph.svg demo.prof >/dev/null)
+    cp "$WORK/flamegraph.svg" book/src/images/vmprof-flamegraph.svg
+fi
+rm -f "$WORK/demo.prof"
+
 # --- perfsupport: the end-to-end test binary as a tiny "VM" ---------------------
 echo "generate.sh: building the perfsupport end-to-end binary" >&2
 E2E=$(cargo test --release --quiet -p perfsupport --test perf_e2e --no-run \
@@ -73,15 +199,6 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "perf_e2e":
         print(m["executable"])')
-
-# Not under /tmp/perf-: perf reads every file below such a path as a perf map.
-WORK=$(mktemp -d /tmp/toyvm-book.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do rm -f "/tmp/perf-$pid.map"; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 # Decodes a jitdump (header and records) with every run-dependent value
 # replaced by a placeholder. Offsets and sizes are real.
@@ -197,16 +314,160 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     # The interpreter as perf sees it without trampolines: every Toy frame is
     # one native interp_entry frame (run inlined), named the same.
     (cd "$WORK" && perf record -q -N -e cpu-clock -F 999 -g -o interp.data -- \
-        "$TOYVM" run "$ROOT/examples/scripts/profile_demo.toy" 300 100000 >/dev/null 2>&1)
+        "$TOYVM" run --no-jit "$ROOT/examples/scripts/profile_demo.toy" 300 100000 >/dev/null 2>&1)
     (cd "$WORK" && perf script -i interp.data --no-inline -F ip,sym >interp.txt 2>/dev/null)
     {
-        echo "\$ perf record -g -- toyvm run examples/scripts/profile_demo.toy 300 100000"
+        echo "\$ perf record -g -- toyvm run --no-jit examples/scripts/profile_demo.toy 300 100000"
         echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
         awk 'BEGIN { RS = ""; FS = "\n" }
             { n = 0; for (i = 1; i <= NF; i++) if ($i ~ / vm::interp::interp_entry$/) n++ }
             $1 ~ / vm::interp::interp_entry$/ && n == 4 { print; exit }' "$WORK/interp.txt" |
             awk '{ $1 = ""; print "   " $0 }'
     } >"$OUT/perf-interp-stack.txt"
+
+    # --- The quick start, trampolines, line tables -----------------------------
+    # All from the repository root, so region names carry the short path.
+    pct() { sed -E -e 's/^ *[0-9]+\.[0-9]+%/    NN.NN%/' -e 's/% +[0-9]+\.[0-9]+%/%  NN.NN%/' -e 's/ +$//'; }
+    perf record -q -g -e cpu-clock -F 999 -o "$WORK/quick.data" -- \
+        "$TOYVM" run --perf examples/scripts/profile_demo.toy 300 100000 >"$WORK/quick.out" 2>&1
+    {
+        echo "\$ perf record -g -e cpu-clock -- toyvm run --perf examples/scripts/profile_demo.toy 300 100000"
+        cat "$WORK/quick.out"
+        echo "\$ perf report --children --sort sym -g none --stdio --percent-limit 10"
+        echo "  (toy: and interpreter lines, sorted by name; percentages replaced by NN.NN%)"
+        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 10 2>/dev/null |
+            grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
+    } >"$OUT/quick-perf-report.txt"
+    note_pids "$WORK/quick.data"
+    {
+        echo "\$ cut -d' ' -f3- /tmp/perf-\$PID.map   # the names only"
+        for pid in $(perf script -i "$WORK/quick.data" -F pid 2>/dev/null | sort -u | tr -d ' '); do
+            if [[ -e /tmp/perf-$pid.map ]]; then cut -d' ' -f3- "/tmp/perf-$pid.map"; fi
+        done
+    } >"$OUT/quick-perf-map.txt"
+
+    perf record -q -g -e cpu-clock -F 999 -o "$WORK/tramp.data" -- \
+        "$TOYVM" run --no-jit --perf examples/scripts/profile_demo.toy 300 100000 >/dev/null 2>&1
+    note_pids "$WORK/tramp.data"
+    {
+        echo "\$ perf record -g -- toyvm run --no-jit --perf examples/scripts/profile_demo.toy 300 100000"
+        echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
+        perf script -i "$WORK/tramp.data" --no-inline -F ip,sym >"$WORK/tramp.txt" 2>/dev/null
+        awk 'BEGIN { RS = ""; FS = "\n" }
+                $1 ~ / vm::interp::interp_entry$/ && $2 ~ / toy:interp:inner_hot:/ { print; exit }' "$WORK/tramp.txt" |
+            awk '{ $1 = ""; print "   " $0 }'
+    } >"$OUT/perf-trampoline-stack.txt"
+
+    # The jitdump path; --jit-threshold 0 so the hot loop runs compiled.
+    # In a directory of its own, so the only jit-*.dump there is toyvm's.
+    JD="$WORK/jd"
+    mkdir -p "$JD"
+    # Run from the repository root, so names carry the short script path.
+    perf record -q -k 1 -e cpu-clock -F 999 --call-graph dwarf -o "$JD/jd.data" -- \
+        "$TOYVM" run --jit-threshold 0 --perf-jitdump --perf-dir "$JD" \
+        examples/scripts/profile_demo.toy 100 100000 >/dev/null 2>&1
+    (cd "$JD" && perf inject --jit -i jd.data -o jd-inj.data)
+    JPID=$(dump_pid "$JD")
+    PIDS+=("$JPID")
+    jstrip() { sed -e "s|$JD/||g" -e "s|$JD|.|g" -e "s|$ROOT/||g" -e "s/jitted-$JPID-/jitted-PID-/g" -e "s/-$JPID\b/-PID/g"; }
+    {
+        echo "\$ perf record -k 1 -e cpu-clock --call-graph dwarf -o jd.data -- \\"
+        echo "      toyvm run --jit-threshold 0 --perf-jitdump --perf-dir . examples/scripts/profile_demo.toy 100 100000"
+        echo "\$ perf inject --jit -i jd.data -o jd-inj.data"
+        echo "\$ perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio --percent-limit 1"
+        echo "  (JIT lines only; percentages replaced by NN.NN%; N in jitted-PID-N.so is the region's code index)"
+        (cd "$JD" && perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio \
+            --percent-limit 1 2>/dev/null) | grep -E 'jitted-' | jstrip | pct | sed -E 's/   +/  /g' | sort -k2
+    } >"$OUT/quick-jitdump-report.txt"
+    {
+        echo "\$ perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio --percent-limit 5"
+        echo "  (percentages replaced by NN.NN%; sorted by line)"
+        (cd "$JD" && perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio \
+            --percent-limit 5 2>/dev/null) | grep -E 'toy:' | jstrip | pct | sed -E 's/   +/  /g' | sort -t: -k6n
+    } >"$OUT/srcline-report.txt"
+    HOT=""
+    for so in "$JD"/jitted-*.so; do
+        if grep -q 'toy:jit:inner_hot:' "$so"; then HOT=${so##*/}; break; fi
+    done
+    if [[ -n $HOT ]]; then
+        {
+            echo "\$ perf annotate -i jd-inj.data --stdio toy:jit:inner_hot:...   # hit percentages replaced"
+            (cd "$JD" && perf annotate -i jd-inj.data --stdio --no-source \
+                "toy:jit:inner_hot:examples/scripts/profile_demo.toy:11" >annotate.txt 2>/dev/null)
+            jstrip <"$JD/annotate.txt" | sed -E -e 's/^ *[0-9]+\.[0-9]+ +:/     NN.NN :/' \
+                -e 's/^ *[0-9]+\.[0-9]+ (profile_demo)/    NN.NN \1/' -e 's/\([0-9]+ samples/(N samples/' -e 's/^-{10,}$/------------------------------------------------------------/' \
+                -e 's| // profile_demo\.toy:[0-9]+||' -e 's/ +$//' | grep -v '^ *:\?$' |
+                awk '/^Sorted summary/ { skip = 1; next } skip && /^ Percent/ { skip = 0 } !skip' | sed -n '1,70p'
+        } >"$OUT/perf-annotate.txt"
+    fi
+    {
+        echo "\$ readelf -W --debug-dump=decodedline $(basename "${HOT:-jitted-PID-N.so}" | jstrip)"
+        [[ -z $HOT ]] || readelf -W --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
+    } >"$OUT/readelf-lines-jit.txt"
+
+    # A trampoline as perf inject writes it: the live instructions, then the
+    # last 8 bytes, which the dumped copy carries XORed with the marker.
+    TD="$WORK/tramp-jd"
+    mkdir -p "$TD"
+    perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump \
+        --perf-dir "$TD" examples/scripts/profile_demo.toy 2 1000 >/dev/null 2>&1
+    (cd "$TD" && perf inject --jit -i t.data -o ti.data)
+    TPID=$(dump_pid "$TD")
+    PIDS+=("$TPID")
+    {
+        echo "\$ toyvm run --no-jit --perf-jitdump ... examples/scripts/profile_demo.toy 2 1000   # under perf record -k 1"
+        echo "\$ perf inject --jit ...; objdump -d jitted-PID-N.so   # one file per trampoline"
+        for so in "$TD"/jitted-*.so; do
+            objdump -d --no-show-raw-insn "$so" >"$TD/objdump.txt"
+            awk '/>:$/ { p = 1; print; next }
+                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR"); print; p = 0
+                    print "  ...:\t(8 bytes XORed with the build-id marker: call *%r8; pop %rbp; ret)"; print ""; next }
+                p' "$TD/objdump.txt"
+        done | sed -e "s/jitted-$TPID-/jitted-PID-/g"
+    } >"$OUT/trampoline-objdump.txt"
+
+    # toyvm profile: perf record + inject + report + flame graph in one step.
+    # From the repository root, so names carry the short script path.
+    "$TOYVM" profile --out "$WORK/prof" examples/scripts/profile_demo.toy \
+        >"$WORK/prof.out" 2>"$WORK/prof.err" || true
+    PPID_=$(dump_pid "$WORK/prof/jitdump")
+    if [[ -n $PPID_ && -s $WORK/prof/report.txt ]]; then
+        PIDS+=("$PPID_")
+        pstrip() { sed -e "s|$WORK/||g" -e "s|$ROOT/||g" -e "s/jitted-$PPID_-/jitted-PID-/g"; }
+        {
+            echo "\$ toyvm profile examples/scripts/profile_demo.toy   # perf's own progress lines left out"
+            cat "$WORK/prof.out"
+            grep '^toyvm profile:' "$WORK/prof.err" | sed "s|$WORK/prof/|toyvm-profile/|g"
+            echo "\$ ls toyvm-profile"
+            (cd "$WORK/prof" && ls)
+            echo
+            echo "\$ cat toyvm-profile/report.txt"
+            echo "  (the top entry and its largest call chain, innermost first; tree drawing, percentages and"
+            echo "  inlined frames left out: perf shows each interpreter frame either as vm::interp::interp_entry"
+            echo "  or only as its inlined parts, depending on the sample; here it is always the former)"
+            awk '/^ +[0-9.]+%/ { p = 1 } p { print } /toyvm::main/ { if (p) exit }' "$WORK/prof/report.txt" |
+                pstrip | python3 -c 'import re, sys
+lines = sys.stdin.read().splitlines()
+print(re.sub(r"  +", "  ", re.sub(r"^ *[0-9]+\.[0-9]+%", "    NN.NN%", lines[0])).rstrip())
+last = None
+for line in lines[1:]:
+    frame = re.sub(r"^[\s|-]*(?:[0-9]+\.[0-9]+%--)?", "", line).rstrip()
+    # One interp_entry line per interpreted frame, however perf showed it.
+    if not frame or frame.endswith("(inlined)") or frame == "vm::interp::interp_entry":
+        continue
+    if frame.startswith("toy:interp:"):
+        print("        vm::interp::interp_entry")
+    if frame != last:  # perf repeats a frame whose inlined part it elides
+        print("        " + frame)
+    last = frame'
+        } >"$OUT/toyvm-profile.txt"
+        if [[ ! -e book/src/images/profile-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
+            cp "$WORK/prof/flamegraph.svg" book/src/images/profile-flamegraph.svg
+        fi
+    else
+        echo "generate.sh: toyvm profile failed; keeping toyvm-profile.txt" >&2
+        cat "$WORK/prof.err" >&2
+    fi
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi

@@ -225,3 +225,27 @@ fn a_quick_script_gives_a_complete_empty_profile() {
     assert!(profile.has_trailer);
     assert!(profile.samples.len() < 5);
 }
+
+#[test]
+fn inlined_leaf_callees_keep_their_frame() {
+    for tier in TIERS {
+        let path = temp_path("leaf.prof");
+        let run = run_profiled(&path, tier, "tests/vmprof/leaf.toy", &["100000000"]);
+        assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+        let profile = read_profile(&path).expect("a readable profile");
+        let mut in_mix = 0;
+        for sample in &profile.samples {
+            let stack = names(&profile, &sample.stack);
+            assert!(
+                ["<main>", "work", "mix"].starts_with(&stack) && !stack.is_empty(),
+                "{tier:?}: {stack:?}"
+            );
+            in_mix += usize::from(stack.len() == 3);
+        }
+        assert!(
+            in_mix * 20 >= profile.samples.len(),
+            "{tier:?}: mix on {in_mix} of {} samples",
+            profile.samples.len()
+        );
+    }
+}

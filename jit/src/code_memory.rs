@@ -128,6 +128,7 @@ impl JITMemoryProvider for CodeMemory {
         // Never freed: see the module docs.
     }
 
+    // ANCHOR: finalize
     fn finalize(&mut self, _branch_protection: BranchProtection) -> ModuleResult<()> {
         if self.writable_end == self.batch_start {
             return Ok(());
@@ -146,4 +147,5 @@ impl JITMemoryProvider for CodeMemory {
         self.next = self.batch_start;
         Ok(())
     }
+    // ANCHOR_END: finalize
 }

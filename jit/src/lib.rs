@@ -56,9 +56,10 @@ use vm::runtime::{EntryFn, Vm};
 
 use layout::ArrayLayout;
 use names::{NameKind, region_name};
-use shadow_stack::ShadowFrame;
+use shadow_stack::ShadowFrames;
 use translate::{Env, HelperIds, Variant};
 
+// ANCHOR: default_threshold
 /// Default `--jit-threshold`: calls plus back-edges before a function is
 /// compiled. A compile costs about 50-100 µs, roughly what the interpreter
 /// spends on 1000 calls of a small function or 1000 iterations of a small
@@ -66,6 +67,7 @@ use translate::{Env, HelperIds, Variant};
 /// long enough to repay the compile, and functions run a handful of times
 /// (set-up code, error paths) never pay for one.
 pub const DEFAULT_THRESHOLD: u32 = 1000;
+// ANCHOR_END: default_threshold
 
 /// Test-only: `TOYVM_JITDUMP_NO_UNWIND=1` leaves the unwinding records out
 /// of perf output (the negative control of `tests/perf_e2e.rs`).
@@ -265,6 +267,7 @@ impl Jit {
             Variant::Osr { .. } => translate::osr_signature(call_conv),
         };
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let shadow = ShadowFrames::of(vm);
         let env = Env {
             module,
             func,
@@ -273,11 +276,7 @@ impl Jit {
             helpers: self.helpers,
             array: self.array,
             call_conv,
-            // OSR code continues a frame the interpreter already pushed.
-            shadow: match variant {
-                Variant::Native => vm.vmprof_code_id(func).map(ShadowFrame::current_thread),
-                Variant::Osr { .. } => None,
-            },
+            shadow: shadow.as_ref(),
         };
         {
             let mut builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -336,6 +335,7 @@ impl Jit {
         Ok(())
     }
 
+    // ANCHOR: define_shim
     /// Defines the entry shim of `func`: entry ABI → native call.
     fn define_shim(&mut self, vm: &Vm<'_>, func: u32, native: FuncId) -> Result<(), String> {
         let module = vm.module;
@@ -378,7 +378,9 @@ impl Jit {
         }
         self.define_current(id, &name, RegionKind::JitCode, func, Install::Entry)
     }
+    // ANCHOR_END: define_shim
 
+    // ANCHOR: define_trampoline
     /// Defines the interpreter-entry trampoline of `func`.
     fn define_trampoline(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
         let name = region_name(vm.module, func, NameKind::Interp);
@@ -412,6 +414,7 @@ impl Jit {
         }
         self.define_current(id, &name, RegionKind::Trampoline, func, Install::Entry)
     }
+    // ANCHOR_END: define_trampoline
 
     /// Finalizes the pending batch, reports it, installs entries.
     fn finish_batch(&mut self, vm: &mut Vm<'_>) -> Result<(), String> {
@@ -423,6 +426,7 @@ impl Jit {
             .finalize_definitions()
             .map_err(|e| format!("{e:?}"))?;
         let path = vm.module.path.clone();
+        // ANCHOR: line_rows
         let mut lines: Vec<Vec<LineEntry<'_>>> = Vec::new();
         for p in &pending {
             let f = &vm.module.functions[p.func as usize];
@@ -460,6 +464,7 @@ impl Jit {
             }
             lines.push(rows);
         }
+        // ANCHOR_END: line_rows
         let mut regions = Vec::with_capacity(pending.len());
         for (p, rows) in pending.iter().zip(&lines) {
             let start = self.jit.get_finalized_function(p.id);
@@ -589,6 +594,7 @@ impl Jit {
     }
 }
 
+// ANCHOR: make_isa
 /// The ISA: host CPU, `speed`, frame pointers kept (for perf's call graphs).
 fn make_isa() -> Result<OwnedTargetIsa, String> {
     let mut flags = settings::builder();
@@ -613,6 +619,7 @@ fn make_isa() -> Result<OwnedTargetIsa, String> {
         .finish(settings::Flags::new(flags))
         .map_err(|e| format!("host ISA: {e}"))
 }
+// ANCHOR_END: make_isa
 
 fn declare_helpers(
     jit: &mut JITModule,
@@ -715,6 +722,7 @@ impl TierUp for Jit {
         vm.entry(func)
     }
 
+    // ANCHOR: hot_loop
     fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn> {
         vm.funcs[func as usize].hotness = i32::MAX;
         self.options.threshold?;
@@ -746,6 +754,7 @@ impl TierUp for Jit {
         self.note_time(vm, func, &format!(" (OSR @{pc})"), started.elapsed());
         self.osr.get(&(func, pc)).copied().flatten()
     }
+    // ANCHOR_END: hot_loop
 }
 
 impl Drop for Jit {

@@ -25,6 +25,7 @@ pub enum NameKind {
     Interp,
 }
 
+// ANCHOR: region_name
 /// The name of region `kind` of function `func` (see the module docs).
 pub fn region_name(module: &Module, func: u32, kind: NameKind) -> String {
     let f = &module.functions[func as usize];
@@ -39,3 +40,4 @@ pub fn region_name(module: &Module, func: u32, kind: NameKind) -> String {
         f.name, module.path, f.span.line
     )
 }
+// ANCHOR_END: region_name

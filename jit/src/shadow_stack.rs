@@ -6,8 +6,10 @@
 //! protocol). Interpreted frames are pushed by the interpreter's profiling
 //! entry; compiled functions must push their own frame:
 //! [`emit_shadow_push`] in the prologue and [`emit_shadow_pop`] on every
-//! exit. When not profiling (`Vm::vmprof_code_id` is `None`) nothing is
-//! emitted, so unprofiled code is unchanged.
+//! exit; a leaf callee inlined into compiled code gets the same push and
+//! pop around its inlined body, so profiles keep every Toy call. When not
+//! profiling (`Vm::vmprof_code_id` is `None`) nothing is emitted, so
+//! unprofiled code is unchanged.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
@@ -37,6 +39,27 @@ impl ShadowFrame {
     }
 }
 
+/// The shadow frame of every function of a VM being profiled, indexed
+/// like the module's functions; `None` when not profiling.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShadowFrames(Vec<ShadowFrame>);
+
+impl ShadowFrames {
+    /// The frames of `vm`'s functions on the current thread's stack, if a
+    /// profiling session runs on `vm`.
+    pub fn of(vm: &vm::runtime::Vm<'_>) -> Option<ShadowFrames> {
+        (0..vm.module.functions.len() as u32)
+            .map(|f| vm.vmprof_code_id(f).map(ShadowFrame::current_thread))
+            .collect::<Option<Vec<_>>>()
+            .map(ShadowFrames)
+    }
+
+    /// The frame of function `func` (an index of the module).
+    pub fn get(&self, func: u32) -> ShadowFrame {
+        self.0[func as usize]
+    }
+}
+
 fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
@@ -47,10 +70,16 @@ fn flags() -> MemFlagsData {
 /// program order). Leaves the builder in a fresh block. Returns the depth
 /// before the push, for [`emit_shadow_pop`].
 pub fn emit_shadow_push(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) -> Value {
+    let depth = emit_shadow_depth(b, frame);
+    emit_shadow_push_at(b, frame, depth);
+    depth
+}
+
+/// [`emit_shadow_push`] when the current depth is already known (`depth`,
+/// e.g. for a callee inlined into code whose own depth is in a register):
+/// no load, so pushes in a loop do not wait on each other's stores.
+pub fn emit_shadow_push_at(b: &mut FunctionBuilder<'_>, frame: ShadowFrame, depth: Value) {
     let stack = b.ins().iconst(types::I64, frame.stack as i64);
-    let depth = b
-        .ins()
-        .load(types::I64, flags(), stack, SHADOW_STACK_DEPTH_OFFSET as i32);
     let fits = b
         .ins()
         .icmp_imm_s(IntCC::UnsignedLessThan, depth, SHADOW_STACK_CAPACITY as i64);
@@ -70,7 +99,13 @@ pub fn emit_shadow_push(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) -> Valu
     let depth1 = b.ins().iadd_imm_s(depth, 1);
     b.ins()
         .store(flags(), depth1, stack, SHADOW_STACK_DEPTH_OFFSET as i32);
-    depth
+}
+
+/// Emits a load of the current depth.
+pub fn emit_shadow_depth(b: &mut FunctionBuilder<'_>, frame: ShadowFrame) -> Value {
+    let stack = b.ins().iconst(types::I64, frame.stack as i64);
+    b.ins()
+        .load(types::I64, flags(), stack, SHADOW_STACK_DEPTH_OFFSET as i32)
 }
 
 /// Emits the pop: stores back `depth_before`, the value

@@ -12,6 +12,7 @@ unsafe extern "C" {
     fn __register_frame(begin: *const u8);
 }
 
+// ANCHOR: register_frame
 /// Registers `eh_frame` (a whole section, CIE first, zero terminator last)
 /// for the rest of the process.
 pub fn register(eh_frame: Vec<u8>) {
@@ -26,3 +27,4 @@ pub fn register(eh_frame: Vec<u8>) {
     // as long as libgcc may read it.
     unsafe { __register_frame(bytes.as_ptr()) };
 }
+// ANCHOR_END: register_frame

@@ -55,7 +55,10 @@ use vm::runtime::offsets;
 
 use crate::helpers::{codes, is_slow_op};
 use crate::layout::ArrayLayout;
-use crate::shadow_stack::{ShadowFrame, emit_shadow_pop, emit_shadow_push};
+use crate::shadow_stack::{
+    ShadowFrame, ShadowFrames, emit_shadow_depth, emit_shadow_pop, emit_shadow_push,
+    emit_shadow_push_at,
+};
 
 /// Which kind of code to generate for a function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +77,7 @@ pub fn clif_type(ty: &Type) -> ir::Type {
     }
 }
 
+// ANCHOR: native_signature
 /// The native signature of `f` (see the module docs).
 pub fn native_signature(f: &Function, call_conv: CallConv) -> Signature {
     let mut sig = Signature::new(call_conv);
@@ -87,6 +91,7 @@ pub fn native_signature(f: &Function, call_conv: CallConv) -> Signature {
     sig.returns.push(AbiParam::new(types::I32));
     sig
 }
+// ANCHOR_END: native_signature
 
 /// The entry ABI `(vm, func, base) -> status` as a Cranelift signature.
 pub fn entry_signature(call_conv: CallConv) -> Signature {
@@ -133,9 +138,11 @@ pub struct Env<'a> {
     pub helpers: HelperIds,
     pub array: ArrayLayout,
     pub call_conv: CallConv,
-    /// While profiling (`toyvm run --vmprof`): the shadow-stack entry the
-    /// native variant pushes in its prologue and pops on every exit.
-    pub shadow: Option<ShadowFrame>,
+    /// While profiling (`toyvm run --vmprof`): every function's shadow-stack
+    /// entry. The native variant pushes its own in its prologue and pops it
+    /// on every exit (OSR code continues a frame the interpreter already
+    /// pushed); inlined leaf callees push and pop theirs around their body.
+    pub shadow: Option<&'a ShadowFrames>,
 }
 
 /// Where a register lives in compiled code.
@@ -170,6 +177,7 @@ pub fn translate(
         base: Value::from_u32(0),
         depth0: None,
         shadow_depth0: None,
+        shadow_top: None,
         error_exit: None,
         variant,
         array_fields: HashMap::new(),
@@ -190,9 +198,12 @@ struct Translator<'a, 'j> {
     base: Value,
     /// `vm.depth` on entry (native variant), restored on every exit.
     depth0: Option<Value>,
-    /// The shadow stack's depth on entry (native variant, profiling),
-    /// restored on every exit.
+    /// The shadow stack's depth on entry (profiling), restored on every
+    /// exit.
     shadow_depth0: Option<Value>,
+    /// The shadow stack's depth while this code runs, its own frame on top
+    /// (profiling): where an inlined callee's frame goes.
+    shadow_top: Option<Value>,
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     variant: Variant,
@@ -246,6 +257,13 @@ impl Translator<'_, '_> {
                 0
             }
             Variant::Osr { pc } => {
+                // Exits restore the depth, dropping any inlined callee's
+                // frame if it fails half-way.
+                if let Some(frames) = self.env.shadow {
+                    let depth = emit_shadow_depth(b, frames.get(self.env.func));
+                    self.shadow_depth0 = Some(depth);
+                    self.shadow_top = Some(depth);
+                }
                 self.load_all_registers(b);
                 pc as usize
             }
@@ -268,6 +286,24 @@ impl Translator<'_, '_> {
             terminated = self.instruction(b, pc);
         }
         b.seal_all_blocks();
+    }
+
+    /// The shadow-stack entry this code pushes for its own frame: the native
+    /// variant's while profiling; never OSR code's (its frame is the
+    /// interpreter's, already pushed).
+    fn own_shadow_frame(&self) -> Option<ShadowFrame> {
+        match self.variant {
+            Variant::Native => self.env.shadow.map(|frames| frames.get(self.env.func)),
+            Variant::Osr { .. } => None,
+        }
+    }
+
+    /// On an exit: puts the shadow stack's depth back to what it was on
+    /// entry (a pop for the native variant's own frame).
+    fn restore_shadow_depth(&self, b: &mut FunctionBuilder<'_>) {
+        if let (Some(frames), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
+            emit_shadow_pop(b, frames.get(self.env.func), depth);
+        }
     }
 
     /// The native variant's entry: depth check, frame record, parameters.
@@ -303,8 +339,10 @@ impl Translator<'_, '_> {
         let func = b.ins().iconst(types::I32, self.env.func as i64);
         b.ins().store(flags(), func, rec, 8);
         self.depth0 = Some(depth);
-        if let Some(frame) = self.env.shadow {
-            self.shadow_depth0 = Some(emit_shadow_push(b, frame));
+        if let Some(frame) = self.own_shadow_frame() {
+            let depth = emit_shadow_push(b, frame);
+            self.shadow_depth0 = Some(depth);
+            self.shadow_top = Some(b.ins().iadd_imm_s(depth, 1));
         }
         let nparams = self.f.params.len();
         let zero = b.ins().iconst(types::I64, 0);
@@ -421,14 +459,13 @@ impl Translator<'_, '_> {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins()
                     .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
-                    emit_shadow_pop(b, frame, depth);
-                }
+                self.restore_shadow_depth(b);
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
                 b.ins().return_(&[zero, one]);
             }
             Variant::Osr { .. } => {
+                self.restore_shadow_depth(b);
                 b.ins().return_(&[one]);
             }
         }
@@ -477,9 +514,7 @@ impl Translator<'_, '_> {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins()
                     .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                if let (Some(frame), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
-                    emit_shadow_pop(b, frame, depth);
-                }
+                self.restore_shadow_depth(b);
                 let value = match value {
                     Some(v) => convert(b, v, self.ret_type()),
                     None => {
@@ -490,6 +525,7 @@ impl Translator<'_, '_> {
                 b.ins().return_(&[value, ok]);
             }
             Variant::Osr { .. } => {
+                self.restore_shadow_depth(b);
                 if let Some(v) = value {
                     b.ins().store(flags(), v, self.base, 0);
                 }
@@ -655,10 +691,16 @@ impl Translator<'_, '_> {
     ) {
         let cf = &self.env.module.functions[callee as usize];
         self.array_fields.clear();
-        // Not while profiling: an inlined callee would have no frame on the
-        // vmprof shadow stack, and its time would go to the caller.
-        if self.env.shadow.is_none() && is_inlinable_leaf(cf) {
+        if is_inlinable_leaf(cf) {
+            // Profiling: the inlined callee still gets its own frame.
+            let frame = self.env.shadow.map(|frames| frames.get(callee as u32));
+            if let (Some(frame), Some(top)) = (frame, self.shadow_top) {
+                emit_shadow_push_at(b, frame, top);
+            }
             self.inline_leaf(b, callee, base_reg, dst, pc);
+            if let (Some(frame), Some(top)) = (frame, self.shadow_top) {
+                emit_shadow_pop(b, frame, top);
+            }
             return;
         }
         let callee_base = b
@@ -755,7 +797,7 @@ impl Translator<'_, '_> {
             helpers: self.env.helpers,
             array: self.env.array,
             call_conv: self.env.call_conv,
-            // Only reached when not profiling (see `call`).
+            // A leaf makes no calls; `call` pushes its frame.
             shadow: None,
         };
         let mut inner = Translator {
@@ -769,6 +811,7 @@ impl Translator<'_, '_> {
             base: self.base,
             depth0: None,
             shadow_depth0: None,
+            shadow_top: None,
             error_exit: None,
             variant: self.variant,
             array_fields: HashMap::new(),

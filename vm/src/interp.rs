@@ -174,6 +174,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         }
 
         let mut ip: *const Op = code;
+        // ANCHOR: back_edge
         // Every jump goes through here: a backward one is a loop back-edge,
         // counted for tier-up; when the count runs out the JIT may hand
         // back an OSR entry that finishes this activation in compiled code.
@@ -191,6 +192,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 ip = to;
             }};
         }
+        // ANCHOR_END: back_edge
 
         loop {
             let op = *ip;

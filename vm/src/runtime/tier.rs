@@ -24,6 +24,7 @@ use super::{EntryFn, Vm};
 /// `base[0]`).
 pub type OsrFn = unsafe extern "C" fn(vm: *mut Vm<'_>, base: *mut u64) -> u32;
 
+// ANCHOR: tier_up_trait
 /// A JIT, as the interpreter sees it.
 pub trait TierUp {
     /// Called once, before `<main>` runs: set the initial counters
@@ -40,6 +41,7 @@ pub trait TierUp {
     /// interpreting (the JIT should then reset the counter).
     fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn>;
 }
+// ANCHOR_END: tier_up_trait
 
 /// The interpreter's cold path for a call whose counter ran out.
 ///
