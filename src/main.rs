@@ -1,4 +1,4 @@
-//! The `toyvm` command line: `run`, `check` and `disasm`.
+//! The `toyvm` command line: `run`, `check`, `disasm`, `report` and `profile`.
 //!
 //! This file only parses arguments and reads the script; every stage of the
 //! work lives in the `vm` crate (see `vm::driver`).
