@@ -29,28 +29,6 @@ use crate::runtime::{
 /// least that function's `frame_size` slots inside the VM's value stack,
 /// with the arguments in place.
 pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
-    // SAFETY: the caller's contract.
-    unsafe { enter::<false>(vm, func, base) }
-}
-
-/// [`interp_entry`] that also keeps the vmprof shadow stack: installed in
-/// place of it while `toyvm run --vmprof` profiles (see [`crate::vmprof`]),
-/// so the plain entry has no profiling code at all.
-///
-/// # Safety
-/// As for [`interp_entry`].
-pub unsafe extern "C" fn profiled_interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
-    // SAFETY: the caller's contract.
-    unsafe { enter::<true>(vm, func, base) }
-}
-
-/// The body of both entries; `PROFILED` pushes the function's vmprof code
-/// id (from its [`crate::runtime::FnRuntime`]) for the frame's lifetime.
-///
-/// # Safety
-/// As for [`interp_entry`].
-#[inline(always)]
-unsafe fn enter<const PROFILED: bool>(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
     // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
     // frame record inside its region.
     unsafe {
@@ -59,8 +37,7 @@ unsafe fn enter<const PROFILED: bool>(vm: *mut Vm<'_>, func: u32, base: *mut u64
         if (*rt).hotness < 0
             && let Some(entry) = tier::hot_call(vm, func)
         {
-            // Code compiled at this call keeps the shadow stack itself.
-            return entry(vm, func, base);
+            return crate::vmprof::hand_over(vm, func, base, entry);
         }
         let depth = (*vm).depth + 1;
         if depth > (*vm).max_depth {
@@ -69,15 +46,33 @@ unsafe fn enter<const PROFILED: bool>(vm: *mut Vm<'_>, func: u32, base: *mut u64
         }
         (*vm).depth = depth;
         *(*vm).frames.add(depth) = FrameRecord { base, func };
-        let profiled = if PROFILED { (*rt).vmprof_id } else { None };
-        if let Some(id) = profiled {
+        let status = run(vm, func, base);
+        (*vm).depth = depth - 1;
+        status
+    }
+}
+
+/// The interpreter entry while `toyvm run --vmprof` profiles: pushes the
+/// function's vmprof code id on the shadow stack, runs [`interp_entry`],
+/// pops. Installed in place of `interp_entry` only while profiling (see
+/// [`crate::vmprof`]), so unprofiled calls run no profiling code at all.
+/// A wrapper, not a second copy of the interpreter loop: a profile must
+/// measure the machine code that unprofiled runs execute (two copies of
+/// the loop are laid out differently by LLVM and differ in speed).
+///
+/// # Safety
+/// As for [`interp_entry`].
+pub unsafe extern "C" fn profiled_interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+    // SAFETY: the caller's contract; `func` indexes `funcs`.
+    unsafe {
+        let id = (*(*vm).funcs.as_ptr().add(func as usize)).vmprof_id;
+        if let Some(id) = id {
             crate::vmprof::push(id);
         }
-        let status = run(vm, func, base);
-        if profiled.is_some() {
+        let status = interp_entry(vm, func, base);
+        if id.is_some() {
             crate::vmprof::pop();
         }
-        (*vm).depth = depth - 1;
         status
     }
 }

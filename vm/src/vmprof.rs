@@ -6,12 +6,11 @@
 //!
 //! * every function is registered once as a vmprof code object named
 //!   `toy:<function>:<line>:<path>` (the script body is `<main>`);
-//! * the interpreter has two entries, compiled from one body:
-//!   `interp_entry` and `profiled_interp_entry`, which also pushes the
-//!   function's id (kept in its `FnRuntime`) and pops it on return.
-//!   [`Session::start`] installs the profiled one in [`Vm::entry_table`];
-//!   unprofiled runs never do, so their calls pay nothing, not even a
-//!   branch;
+//! * the interpreter is wrapped, not changed: [`Session::start`] installs
+//!   `profiled_interp_entry` in [`Vm::entry_table`], which pushes the
+//!   function's id (kept in its `FnRuntime`), calls `interp_entry` and
+//!   pops. Unprofiled runs never install it, so their calls pay nothing,
+//!   not even a branch;
 //! * code a JIT installs over a wrapper (compiled functions, perf
 //!   trampolines) pushes and pops inline in its own prologue and epilogue;
 //!   it asks [`Vm::vmprof_code_id`] for the id to emit when it generates the
@@ -19,8 +18,8 @@
 //!   an interpreted frame that is already on the shadow stack and pushes
 //!   nothing;
 //! * when the interpreter hands a call over to code compiled at that very
-//!   call, it has pushed nothing yet (the push follows the tier-up check),
-//!   and the compiled code pushes its own.
+//!   call ([`hand_over`], a cold path), it pops the id its caller pushed
+//!   for the duration of the compiled call, which pushes its own.
 //!
 //! So every active Toy frame has exactly one shadow-stack entry, whichever
 //! tier runs it, and every sample is rooted at `<main>`.
@@ -142,4 +141,32 @@ pub(crate) fn push(id: CodeId) {
 #[inline(always)]
 pub(crate) fn pop() {
     ShadowStack::with_current(ShadowStack::pop);
+}
+
+/// Calls `entry`, code compiled for `func` at this very call, from
+/// `interp_entry`. While profiling, `interp_entry` only runs under
+/// `profiled_interp_entry` (directly or from a perf trampoline), which has
+/// pushed `func`'s id: it is popped for the duration, as the compiled code
+/// pushes its own, so the frame is on the shadow stack once.
+///
+/// # Safety
+/// The entry ABI for `entry`, `func` and `base`.
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn hand_over(
+    vm: *mut Vm<'_>,
+    func: u32,
+    base: *mut u64,
+    entry: crate::runtime::EntryFn,
+) -> u32 {
+    // SAFETY: the caller's contract; `func` indexes `funcs`.
+    unsafe {
+        let Some(id) = (*(*vm).funcs.as_ptr().add(func as usize)).vmprof_id else {
+            return entry(vm, func, base);
+        };
+        pop();
+        let status = entry(vm, func, base);
+        push(id);
+        status
+    }
 }
