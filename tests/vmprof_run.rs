@@ -242,8 +242,13 @@ fn inlined_leaf_callees_keep_their_frame() {
             );
             in_mix += usize::from(stack.len() == 3);
         }
+        // `mix` takes about 20-25% of the samples in the JIT tiers (50% in
+        // the interpreter). At the kernel's 250 Hz tick a compiled run of
+        // about 0.1 s gets only ~27 signals (each weighted ~4 samples), so
+        // the bound asks for one signal's worth (2%): what matters is that
+        // the inlined frame is there at all, and an absent frame gives 0.
         assert!(
-            in_mix * 20 >= profile.samples.len(),
+            in_mix * 50 >= profile.samples.len(),
             "{tier:?}: mix on {in_mix} of {} samples",
             profile.samples.len()
         );
