@@ -23,9 +23,10 @@
 //!
 //! * `int`, `bool` and `float` registers are Cranelift variables (machine
 //!   registers after register allocation).
-//! * Reference registers live in their frame slots and are loaded and
-//!   stored on every use: that is the GC root invariant (any instruction
-//!   that can collect sees every live reference in the frame).
+//! * Reference registers are variables too, and every definition is also
+//!   written through to the register's frame slot: that is the GC root
+//!   invariant (any instruction that can collect sees every live reference
+//!   in the frame). Objects never move, so reads use the variable.
 //! * Call-area slots are `i64` variables holding the argument bits; they
 //!   are passed in machine registers to compiled callees, or stored to the
 //!   frame right before a call through the entry table.
