@@ -1164,7 +1164,7 @@ impl Translator<'_, '_> {
 /// Most instructions a callee may have to be inlined.
 const INLINE_MAX_OPS: usize = 24;
 
-/// A callee [`Translator::inline_leaf`] can expand: short, straight-line
+/// A callee that `Translator::inline_leaf` can expand: short, straight-line
 /// up to its first return, only scalar registers, and only instructions
 /// that cannot fail, allocate, call or touch memory.
 pub fn is_inlinable_leaf(f: &Function) -> bool {
