@@ -56,12 +56,12 @@ struct RunArgs {
     #[arg(long, value_name = "N", conflicts_with = "no_jit")]
     jit_threshold: Option<u32>,
 
-    /// Write /tmp/perf-<pid>.map for `perf report`, and run interpreted
+    /// Write /tmp/perf-PID.map for `perf report`, and run interpreted
     /// functions through per-function trampolines so perf names them.
     #[arg(long)]
     perf: bool,
 
-    /// Write jit-<pid>.dump (with unwind and line info) for
+    /// Write jit-PID.dump (with unwind and line info) for
     /// `perf record -k 1` + `perf inject --jit`; trampolines as for --perf.
     #[arg(long)]
     perf_jitdump: bool,

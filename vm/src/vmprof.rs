@@ -18,7 +18,7 @@
 //!   an interpreted frame that is already on the shadow stack and pushes
 //!   nothing;
 //! * when the interpreter hands a call over to code compiled at that very
-//!   call ([`hand_over`], a cold path), it pops the id its caller pushed
+//!   call (`hand_over`, a cold path), it pops the id its caller pushed
 //!   for the duration of the compiled call, which pushes its own.
 //!
 //! So every active Toy frame has exactly one shadow-stack entry, whichever
