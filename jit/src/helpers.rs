@@ -175,20 +175,3 @@ fn backtrace_requested() -> bool {
     static REQUESTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *REQUESTED.get_or_init(|| std::env::var_os(crate::BACKTRACE_ENV).is_some())
 }
-
-/// Whether `op` is run by [`toy_jit_slow_op`].
-pub fn is_slow_op(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Concat { .. }
-            | Op::NewArray { .. }
-            | Op::RepeatArray { .. }
-            | Op::Push { .. }
-            | Op::Print { .. }
-            | Op::ToStr { .. }
-            | Op::Clock { .. }
-            | Op::Args { .. }
-            | Op::ParseInt { .. }
-            | Op::ParseFloat { .. }
-    )
-}

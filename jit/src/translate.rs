@@ -54,7 +54,7 @@ use vm::ast::Type;
 use vm::bytecode::{Const, Function, Op, Operand, Reg};
 use vm::runtime::offsets;
 
-use crate::helpers::{codes, is_slow_op};
+use crate::helpers::codes;
 use crate::layout::ArrayLayout;
 use crate::shadow_stack::{
     ShadowFrame, ShadowFrames, emit_shadow_depth, emit_shadow_pop, emit_shadow_push,
@@ -1132,7 +1132,7 @@ impl Translator<'_, '_> {
                 self.write(b, dst as usize, v);
             }
             _ => {
-                debug_assert!(is_slow_op(&op));
+                debug_assert!(op.is_slow());
                 self.via_frame(b, &op, |t, b| {
                     let helper = t.helper(b, t.env.helpers.slow_op);
                     let func = b.ins().iconst(types::I32, t.env.func as i64);

@@ -264,7 +264,33 @@ pub enum Operand {
     Num(&'static str, u32),
 }
 
+/// The instructions that allocate, print, parse or read the clock, as a
+/// pattern. The interpreter runs them out of line
+/// ([`crate::interp::run_slow_op`]) and the JIT calls that same code, so
+/// this is the one list every tier matches on: a new slow instruction added
+/// here is handled everywhere.
+#[macro_export]
+macro_rules! slow_ops {
+    () => {
+        $crate::bytecode::Op::Concat { .. }
+            | $crate::bytecode::Op::NewArray { .. }
+            | $crate::bytecode::Op::RepeatArray { .. }
+            | $crate::bytecode::Op::Push { .. }
+            | $crate::bytecode::Op::Print { .. }
+            | $crate::bytecode::Op::ToStr { .. }
+            | $crate::bytecode::Op::Clock { .. }
+            | $crate::bytecode::Op::Args { .. }
+            | $crate::bytecode::Op::ParseInt { .. }
+            | $crate::bytecode::Op::ParseFloat { .. }
+    };
+}
+
 impl Op {
+    /// Whether this is one of the [`slow_ops!`] instructions.
+    pub fn is_slow(&self) -> bool {
+        matches!(self, crate::slow_ops!())
+    }
+
     /// The opcode's name and its operands in field order (`Call` lists
     /// `dst` first, like every instruction that writes a register).
     // One line per instruction, like the enum.
