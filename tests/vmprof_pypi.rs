@@ -10,6 +10,8 @@
 //! is skipped with a loud message, except when `CI=true`, where it fails.
 
 mod common;
+#[path = "../perfsupport/tests/vmprof_support/venv.rs"]
+mod venv;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ use std::process::Command;
 use common::toyvm;
 use perfsupport::vmprof::read_profile;
 use serde_json::Value;
+use venv::{run, skip_or_fail, vmprof_venv};
 
 const SCRIPT: &str = "tests/vmprof/nested.toy";
 const CHAIN: [&str; 4] = [
@@ -26,67 +29,6 @@ const CHAIN: [&str; 4] = [
     "toy:middle:13:tests/vmprof/nested.toy",
     "toy:inner_hot:5:tests/vmprof/nested.toy",
 ];
-
-/// A venv with `vmprof==version`, created on first use.
-fn vmprof_venv(version: &str) -> Result<PathBuf, String> {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .ok_or("no target directory")?
-        .to_path_buf();
-    let venv = target.join(format!("vmprof-venv-{version}"));
-    let python = venv.join("bin/python");
-    let ready = venv.join(".perfsupport-ready");
-    if ready.exists() && python.exists() {
-        return Ok(venv);
-    }
-    let _ = std::fs::remove_dir_all(&venv);
-    run(
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
-        "python3 -m venv",
-    )?;
-    run(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("vmprof=={version}"),
-        ]),
-        &format!("pip install vmprof=={version}"),
-    )?;
-    run(
-        Command::new(&python).args(["-c", "import vmprof"]),
-        "import vmprof",
-    )?;
-    std::fs::write(&ready, version).map_err(|e| format!("writing {}: {e}", ready.display()))?;
-    Ok(venv)
-}
-
-/// Runs `command`; its stdout, or why it failed.
-fn run(command: &mut Command, what: &str) -> Result<String, String> {
-    let output = command
-        .output()
-        .map_err(|e| format!("{what}: cannot run: {e}"))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(format!(
-            "{what} failed ({}):\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
-}
-
-fn skip_or_fail(why: &str) {
-    let banner = "=".repeat(72);
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("the real vmprof reader is required in CI: {why}");
-    }
-    eprintln!("{banner}\nSKIPPING the real-vmprof-reader check: {why}\n{banner}");
-}
 
 /// Profiles nested.toy and checks what the reader in `venv` makes of it.
 fn check_with_real_reader(venv: &Path, version: &str) {

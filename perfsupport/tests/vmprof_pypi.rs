@@ -9,76 +9,19 @@
 //! Without python3, venv or PyPI the 0.6.0 test is skipped with a loud
 //! message, except when `CI=true`, where it fails.
 
+#[path = "vmprof_support/venv.rs"]
+mod venv;
 mod vmprof_support;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use perfsupport::vmprof::{EnableOptions, Profile, disable, enable_path, read_profile};
+use venv::{skip_or_fail, vmprof_venv};
 use vmprof_support::*;
-
-/// A venv with `vmprof==version`, created on first use.
-fn vmprof_venv(version: &str) -> Result<PathBuf, String> {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .ok_or("no target directory")?
-        .to_path_buf();
-    let venv = target.join(format!("vmprof-venv-{version}"));
-    let python = venv.join("bin/python");
-    let ready = venv.join(".perfsupport-ready");
-    if ready.exists() && python.exists() {
-        return Ok(venv);
-    }
-    let _ = std::fs::remove_dir_all(&venv);
-    run(
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
-        "python3 -m venv",
-    )?;
-    run(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("vmprof=={version}"),
-        ]),
-        &format!("pip install vmprof=={version}"),
-    )?;
-    run(
-        Command::new(&python).args(["-c", "import vmprof"]),
-        "import vmprof",
-    )?;
-    std::fs::write(&ready, version).map_err(|e| format!("writing {}: {e}", ready.display()))?;
-    Ok(venv)
-}
-
-fn run(command: &mut Command, what: &str) -> Result<String, String> {
-    let output = command
-        .output()
-        .map_err(|e| format!("{what}: cannot run: {e}"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    if output.status.success() {
-        Ok(text)
-    } else {
-        Err(format!("{what} failed ({}):\n{text}", output.status))
-    }
-}
-
-fn skip_or_fail(why: &str) {
-    let banner = "=".repeat(72);
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("the real vmprof reader is required in CI: {why}");
-    }
-    eprintln!("{banner}\nSKIPPING the real-vmprof-reader check: {why}\n{banner}");
-}
 
 fn json_string(text: &str) -> String {
     let mut out = String::from("\"");
