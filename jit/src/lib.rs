@@ -340,15 +340,8 @@ impl Jit {
     fn define_shim(&mut self, vm: &Vm<'_>, func: u32, native: FuncId) -> Result<(), String> {
         let module = vm.module;
         let f = &module.functions[func as usize];
-        let call_conv = self.isa.default_call_conv();
         let name = region_name(module, func, NameKind::Entry);
-        let sig = translate::entry_signature(call_conv);
-        let id = self
-            .jit
-            .declare_function(&name, Linkage::Local, &sig)
-            .map_err(|e| e.to_string())?;
-        self.ctx.func.signature = sig;
-        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let id = self.declare_entry_abi_function(&name)?;
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
             let entry = b.create_block();
@@ -380,17 +373,24 @@ impl Jit {
     }
     // ANCHOR_END: define_shim
 
+    /// Declares a local function with the entry ABI (a shim or a
+    /// trampoline) and points the codegen context at it.
+    fn declare_entry_abi_function(&mut self, name: &str) -> Result<FuncId, String> {
+        let sig = translate::entry_signature(self.isa.default_call_conv());
+        let id = self
+            .jit
+            .declare_function(name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        Ok(id)
+    }
+
     // ANCHOR: define_trampoline
     /// Defines the interpreter-entry trampoline of `func`.
     fn define_trampoline(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
         let name = region_name(vm.module, func, NameKind::Interp);
-        let sig = translate::entry_signature(self.isa.default_call_conv());
-        let id = self
-            .jit
-            .declare_function(&name, Linkage::Local, &sig)
-            .map_err(|e| e.to_string())?;
-        self.ctx.func.signature = sig;
-        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let id = self.declare_entry_abi_function(&name)?;
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
             let entry = b.create_block();
