@@ -44,7 +44,9 @@ print(r.ru_utime + r.ru_stime)' "$@"
 
 # measure NAME "PLAIN CMD" "PROFILED CMD" -> one table row. The two commands alternate
 # (so slow drifts in machine load hit both alike), WARMUP+RUNS times each, and the row
-# compares the fastest runs: the minimum is the run least disturbed by other load.
+# compares the medians (robust when a benchmark is bimodal: the interpreter's fib runs
+# 0.75 s or 0.85 s from one process to the next, with or without profiling) and, as a
+# second opinion, the minima (the runs least disturbed by other load).
 measure() {
     local name=$1 plain=$2 profiled=$3 a=() b=() i
     for ((i = 0; i < WARMUP + RUNS; i++)); do
@@ -54,16 +56,18 @@ measure() {
         b+=("$(cpu_seconds $profiled)")
     done
     python3 - "$name" "$WARMUP" "${a[*]}" "${b[*]}" <<'PY'
-import sys
+import statistics, sys
 name, warmup = sys.argv[1], int(sys.argv[2])
-a = min(map(float, sys.argv[3].split()[warmup:]))
-b = min(map(float, sys.argv[4].split()[warmup:]))
-print(f"| {name} | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% |")
+a = [float(x) for x in sys.argv[3].split()[warmup:]]
+b = [float(x) for x in sys.argv[4].split()[warmup:]]
+ma, mb = statistics.median(a), statistics.median(b)
+print(f"| {name} | {ma:.3f} | {mb:.3f} | {100 * (mb - ma) / ma:+.1f}% "
+      f"| {100 * (min(b) - min(a)) / min(a):+.1f}% |")
 PY
 }
 
-echo "| benchmark | CPU s (min) | CPU s with vmprof (min) | overhead |"
-echo "|---|---:|---:|---:|"
+echo "| benchmark | CPU s (median) | CPU s with vmprof (median) | overhead (medians) | overhead (minima) |"
+echo "|---|---:|---:|---:|---:|"
 for bench in fib loop calls mandelbrot spectral nbody; do
     script=examples/scripts/bench/$bench.toy
     measure "toyvm --no-jit $bench ${INTERP_SIZE[$bench]}" \

@@ -85,6 +85,12 @@ struct RunArgs {
           value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
     vmprof_interval_us: u64,
 
+    /// Also give --vmprof a frame for each call the JIT inlined (a few
+    /// stores per inlined call); without it their time counts as the
+    /// caller's, as in perf.
+    #[arg(long, requires = "vmprof")]
+    vmprof_inlined: bool,
+
     /// The call-depth limit: deeper calls stop the script with an error.
     #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH,
           value_parser = clap::value_parser!(usize))]
@@ -155,6 +161,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         vmprof: run.vmprof.map(|path| vm::vmprof::VmprofOptions {
             path,
             interval: std::time::Duration::from_micros(run.vmprof_interval_us),
+            inlined_frames: run.vmprof_inlined,
         }),
         ..vm::driver::Options::default()
     };

@@ -226,11 +226,13 @@ fn a_quick_script_gives_a_complete_empty_profile() {
     assert!(profile.samples.len() < 5);
 }
 
+/// `--vmprof-inlined`: a leaf the JIT inlines still gets its frame.
 #[test]
-fn inlined_leaf_callees_keep_their_frame() {
+fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
     for tier in TIERS {
         let path = temp_path("leaf.prof");
-        let run = run_profiled(&path, tier, "tests/vmprof/leaf.toy", &["100000000"]);
+        let flags: Vec<&str> = tier.iter().copied().chain(["--vmprof-inlined"]).collect();
+        let run = run_profiled(&path, &flags, "tests/vmprof/leaf.toy", &["100000000"]);
         assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
         let profile = read_profile(&path).expect("a readable profile");
         let mut in_mix = 0;
@@ -252,5 +254,51 @@ fn inlined_leaf_callees_keep_their_frame() {
             "{tier:?}: mix on {in_mix} of {} samples",
             profile.samples.len()
         );
+    }
+}
+
+/// Without `--vmprof-inlined`, compiled code pays nothing per inlined call
+/// and the inlined leaf's time counts as its caller's (as perf sees it);
+/// the interpreter, which never inlines, still shows it.
+#[test]
+fn inlined_leaf_callees_count_as_their_caller_by_default() {
+    // About 0.2 s of CPU in each tier.
+    let tiers = [
+        (&["--no-jit"][..], "10000000", true),
+        (&["--jit-threshold", "0"][..], "300000000", false),
+    ];
+    for (tier, n, mix_expected) in tiers {
+        let path = temp_path("leaf-default.prof");
+        let run = run_profiled(&path, tier, "tests/vmprof/leaf.toy", &[n]);
+        assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+        let profile = read_profile(&path).expect("a readable profile");
+        assert!(
+            profile.samples.len() > 20,
+            "{tier:?}: {} samples",
+            profile.samples.len()
+        );
+        let mut in_work = 0;
+        let mut in_mix = 0;
+        for sample in &profile.samples {
+            let stack = names(&profile, &sample.stack);
+            assert!(
+                ["<main>", "work", "mix"].starts_with(&stack),
+                "{tier:?}: {stack:?}"
+            );
+            in_work += usize::from(stack.len() >= 2);
+            in_mix += usize::from(stack.len() == 3);
+        }
+        assert!(
+            in_work * 10 >= profile.samples.len() * 9,
+            "{tier:?}: work on {in_work}"
+        );
+        if mix_expected {
+            assert!(
+                in_mix * 5 >= profile.samples.len(),
+                "{tier:?}: mix on {in_mix}"
+            );
+        } else {
+            assert_eq!(in_mix, 0, "{tier:?}: the inlined mix has no frame");
+        }
     }
 }

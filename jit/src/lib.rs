@@ -15,11 +15,11 @@
 //!   gets its own tiny trampoline `(vm, func, base) -> interp_entry(vm,
 //!   <func>, base)` (a normal call, so its frame stays on the stack), built
 //!   in one batch, so perf attributes interpreter time to Toy functions.
-//! * **Profiling.** While `toyvm run --vmprof` profiles, native functions
-//!   push and pop their function on the vmprof shadow stack inline
-//!   ([`shadow_stack`]); trampolines call the profiling interpreter entry;
-//!   OSR variants and shims push nothing (the frame is already pushed, or
-//!   the native function pushes it).
+//! * **Profiling.** `toyvm run --vmprof` samples the VM's frame records,
+//!   which compiled code writes in its prologue as the interpreter does
+//!   (record first, then the depth: see `translate`), so profiling adds no
+//!   code; only with `--vmprof-inlined` do inlined leaf callees get a frame
+//!   record, which they otherwise skip.
 //! * **Reporting.** Every region (native, shim, OSR variant, trampoline) goes
 //!   to `perfsupport` with its final address and size, Cranelift's unwind
 //!   info and a line table from bytecode positions, after its batch is
@@ -34,7 +34,6 @@ pub mod disasm;
 pub mod helpers;
 pub mod layout;
 pub mod names;
-pub mod shadow_stack;
 pub mod system_unwind;
 pub mod translate;
 
@@ -56,7 +55,6 @@ use vm::runtime::{EntryFn, Vm};
 
 use layout::ArrayLayout;
 use names::{NameKind, region_name};
-use shadow_stack::ShadowFrames;
 use translate::{Env, HelperIds, Variant};
 
 // ANCHOR: default_threshold
@@ -101,9 +99,6 @@ pub struct Jit {
     cie: Option<CommonInformationEntry>,
     helpers: HelperIds,
     interp_entry: FuncId,
-    /// The interpreter entry that keeps the vmprof shadow stack, for
-    /// trampolines made while `--vmprof` profiles.
-    profiled_interp_entry: FuncId,
     array: ArrayLayout,
     /// Native function of each compiled function.
     natives: Vec<Option<FuncId>>,
@@ -173,10 +168,6 @@ impl Jit {
             builder.symbol(name, ptr);
         }
         builder.symbol("toy_interp_entry", vm::interp::interp_entry as *const u8);
-        builder.symbol(
-            "toy_profiled_interp_entry",
-            vm::interp::profiled_interp_entry as *const u8,
-        );
         let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
         builder.memory_provider(Box::new(memory));
         let mut jit = JITModule::new(builder);
@@ -185,13 +176,6 @@ impl Jit {
         let interp_entry = jit
             .declare_function(
                 "toy_interp_entry",
-                Linkage::Import,
-                &translate::entry_signature(call_conv),
-            )
-            .map_err(|e| e.to_string())?;
-        let profiled_interp_entry = jit
-            .declare_function(
-                "toy_profiled_interp_entry",
                 Linkage::Import,
                 &translate::entry_signature(call_conv),
             )
@@ -205,7 +189,6 @@ impl Jit {
             cie,
             helpers,
             interp_entry,
-            profiled_interp_entry,
             array,
             natives: Vec::new(),
             failed: Vec::new(),
@@ -267,7 +250,6 @@ impl Jit {
             Variant::Osr { .. } => translate::osr_signature(call_conv),
         };
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let shadow = ShadowFrames::of(vm);
         let env = Env {
             module,
             func,
@@ -276,7 +258,7 @@ impl Jit {
             helpers: self.helpers,
             array: self.array,
             call_conv,
-            shadow: shadow.as_ref(),
+            inlined_frames: vm.vmprof_inlined_frames,
         };
         {
             let mut builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -397,13 +379,7 @@ impl Jit {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
-            // Replacing the profiling interpreter entry: call it, so the
-            // frame is pushed exactly when the interpreter runs it.
-            let target = match vm.vmprof_code_id(func) {
-                Some(_) => self.profiled_interp_entry,
-                None => self.interp_entry,
-            };
-            let callee = self.jit.declare_func_in_func(target, b.func);
+            let callee = self.jit.declare_func_in_func(self.interp_entry, b.func);
             let fv = b.ins().iconst(types::I32, func as i64);
             // A normal call, never a tail call: the frame must stay visible.
             let call = b.ins().call(callee, &[vmv, fv, base]);

@@ -10,9 +10,9 @@
 //! without one) and the entry ABI's status (`STATUS_OK`/`STATUS_ERROR`).
 //! Its prologue does what `interp_entry` does: the depth check (error
 //! without a trace entry), `depth += 1`, the frame record, zeroing ref
-//! registers; every exit restores `depth`. While profiling, the prologue
-//! also pushes the function on the vmprof shadow stack and every exit pops
-//! it ([`crate::shadow_stack`]).
+//! registers; every exit restores `depth`. The record is written before
+//! the depth that covers it: the vmprof sampler reads the records from a
+//! signal handler (`vm::vmprof`).
 //!
 //! The **OSR variant** `(vm, base) -> status` of a loop header continues an
 //! interpreted activation: its entry block loads every typed register from
@@ -56,10 +56,6 @@ use vm::runtime::offsets;
 
 use crate::helpers::codes;
 use crate::layout::ArrayLayout;
-use crate::shadow_stack::{
-    ShadowFrame, ShadowFrames, emit_shadow_depth, emit_shadow_pop, emit_shadow_push,
-    emit_shadow_push_at,
-};
 
 /// Which kind of code to generate for a function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,11 +135,9 @@ pub struct Env<'a> {
     pub helpers: HelperIds,
     pub array: ArrayLayout,
     pub call_conv: CallConv,
-    /// While profiling (`toyvm run --vmprof`): every function's shadow-stack
-    /// entry. The native variant pushes its own in its prologue and pops it
-    /// on every exit (OSR code continues a frame the interpreter already
-    /// pushed); inlined leaf callees push and pop theirs around their body.
-    pub shadow: Option<&'a ShadowFrames>,
+    /// `toyvm run --vmprof-inlined` ([`vm::runtime::Vm::vmprof_inlined_frames`]):
+    /// inlined leaf callees get a frame record too, so profiles show them.
+    pub inlined_frames: bool,
 }
 
 /// Where a register lives in compiled code.
@@ -177,8 +171,6 @@ pub fn translate(
         vm: Value::from_u32(0),
         base: Value::from_u32(0),
         depth0: None,
-        shadow_depth0: None,
-        shadow_top: None,
         error_exit: None,
         variant,
         array_fields: HashMap::new(),
@@ -199,12 +191,6 @@ struct Translator<'a, 'j> {
     base: Value,
     /// `vm.depth` on entry (native variant), restored on every exit.
     depth0: Option<Value>,
-    /// The shadow stack's depth on entry (profiling), restored on every
-    /// exit.
-    shadow_depth0: Option<Value>,
-    /// The shadow stack's depth while this code runs, its own frame on top
-    /// (profiling): where an inlined callee's frame goes.
-    shadow_top: Option<Value>,
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     variant: Variant,
@@ -214,6 +200,11 @@ struct Translator<'a, 'j> {
     /// (calls, helpers) clears the cache, and so does every block start.
     array_fields: HashMap<Value, (Value, Value)>,
 }
+
+// The frame-record layout `push_frame_record` writes.
+const _: () = assert!(size_of::<vm::runtime::FrameRecord>() == 1 << 4);
+const _: () = assert!(std::mem::offset_of!(vm::runtime::FrameRecord, base) == 0);
+const _: () = assert!(std::mem::offset_of!(vm::runtime::FrameRecord, func) == 8);
 
 /// Byte offset of register `r` in a frame.
 fn slot_offset(r: usize) -> i32 {
@@ -258,13 +249,6 @@ impl Translator<'_, '_> {
                 0
             }
             Variant::Osr { pc } => {
-                // Exits restore the depth, dropping any inlined callee's
-                // frame if it fails half-way.
-                if let Some(frames) = self.env.shadow {
-                    let depth = emit_shadow_depth(b, frames.get(self.env.func));
-                    self.shadow_depth0 = Some(depth);
-                    self.shadow_top = Some(depth);
-                }
                 self.load_all_registers(b);
                 pc as usize
             }
@@ -287,24 +271,6 @@ impl Translator<'_, '_> {
             terminated = self.instruction(b, pc);
         }
         b.seal_all_blocks();
-    }
-
-    /// The shadow-stack entry this code pushes for its own frame: the native
-    /// variant's while profiling; never OSR code's (its frame is the
-    /// interpreter's, already pushed).
-    fn own_shadow_frame(&self) -> Option<ShadowFrame> {
-        match self.variant {
-            Variant::Native => self.env.shadow.map(|frames| frames.get(self.env.func)),
-            Variant::Osr { .. } => None,
-        }
-    }
-
-    /// On an exit: puts the shadow stack's depth back to what it was on
-    /// entry (a pop for the native variant's own frame).
-    fn restore_shadow_depth(&self, b: &mut FunctionBuilder<'_>) {
-        if let (Some(frames), Some(depth)) = (self.env.shadow, self.shadow_depth0) {
-            emit_shadow_pop(b, frames.get(self.env.func), depth);
-        }
     }
 
     /// The native variant's entry: depth check, frame record, parameters.
@@ -330,21 +296,8 @@ impl Translator<'_, '_> {
         b.ins().return_(&[zero, status]);
 
         b.switch_to_block(ok);
-        b.ins().store(flags(), depth1, vm, offsets::DEPTH as i32);
-        let frames = b
-            .ins()
-            .load(types::I64, flags(), vm, offsets::FRAMES as i32);
-        let rec_off = b.ins().ishl_imm_u(depth1, 4);
-        let rec = b.ins().iadd(frames, rec_off);
-        b.ins().store(flags(), base, rec, 0);
-        let func = b.ins().iconst(types::I32, self.env.func as i64);
-        b.ins().store(flags(), func, rec, 8);
+        self.push_frame_record(b, depth1, base, self.env.func);
         self.depth0 = Some(depth);
-        if let Some(frame) = self.own_shadow_frame() {
-            let depth = emit_shadow_push(b, frame);
-            self.shadow_depth0 = Some(depth);
-            self.shadow_top = Some(b.ins().iadd_imm_s(depth, 1));
-        }
         let nparams = self.f.params.len();
         let zero = b.ins().iconst(types::I64, 0);
         for &r in &self.f.ref_regs {
@@ -356,6 +309,38 @@ impl Translator<'_, '_> {
             self.write(b, i, arg);
         }
     }
+
+    // ANCHOR: push_frame_record
+    /// Enters frame `depth1`: writes its record `frames[depth1] = { base,
+    /// func }`, *then* stores `depth1` as the VM's depth. In this order
+    /// because the vmprof sampler reads the records from a signal handler:
+    /// one that interrupts between the stores sees the old depth, never a
+    /// stale record (Cranelift keeps stores in program order).
+    ///
+    /// A `sequence_point` (a compiler barrier that emits no code) follows:
+    /// without it, Cranelift's dead-store elimination may drop the depth
+    /// store when nothing in between reads memory (a loop without calls, an
+    /// inlined leaf), since it cannot know that a signal handler reads it.
+    fn push_frame_record(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        depth1: Value,
+        base: Value,
+        func: u32,
+    ) {
+        let frames = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::FRAMES as i32);
+        let rec_off = b.ins().ishl_imm_u(depth1, 4);
+        let rec = b.ins().iadd(frames, rec_off);
+        b.ins().store(flags(), base, rec, 0);
+        let func = b.ins().iconst(types::I32, func as i64);
+        b.ins().store(flags(), func, rec, 8);
+        b.ins()
+            .store(flags(), depth1, self.vm, offsets::DEPTH as i32);
+        b.ins().sequence_point();
+    }
+    // ANCHOR_END: push_frame_record
 
     /// OSR entry: every typed register from its frame slot.
     fn load_all_registers(&mut self, b: &mut FunctionBuilder<'_>) {
@@ -460,13 +445,11 @@ impl Translator<'_, '_> {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins()
                     .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                self.restore_shadow_depth(b);
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
                 b.ins().return_(&[zero, one]);
             }
             Variant::Osr { .. } => {
-                self.restore_shadow_depth(b);
                 b.ins().return_(&[one]);
             }
         }
@@ -515,7 +498,6 @@ impl Translator<'_, '_> {
                 let depth0 = self.depth0.expect("prologue ran");
                 b.ins()
                     .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                self.restore_shadow_depth(b);
                 let value = match value {
                     Some(v) => convert(b, v, self.ret_type()),
                     None => {
@@ -526,7 +508,6 @@ impl Translator<'_, '_> {
                 b.ins().return_(&[value, ok]);
             }
             Variant::Osr { .. } => {
-                self.restore_shadow_depth(b);
                 if let Some(v) = value {
                     b.ins().store(flags(), v, self.base, 0);
                 }
@@ -693,15 +674,7 @@ impl Translator<'_, '_> {
         let cf = &self.env.module.functions[callee as usize];
         self.array_fields.clear();
         if is_inlinable_leaf(cf) {
-            // Profiling: the inlined callee still gets its own frame.
-            let frame = self.env.shadow.map(|frames| frames.get(callee as u32));
-            if let (Some(frame), Some(top)) = (frame, self.shadow_top) {
-                emit_shadow_push_at(b, frame, top);
-            }
             self.inline_leaf(b, callee, base_reg, dst, pc);
-            if let (Some(frame), Some(top)) = (frame, self.shadow_top) {
-                emit_shadow_pop(b, frame, top);
-            }
             return;
         }
         let callee_base = b
@@ -779,6 +752,17 @@ impl Translator<'_, '_> {
             let pcv = b.ins().iconst(types::I32, pc as i64);
             b.ins().call(push, &[t.vm, func, pcv]);
         });
+        // `--vmprof-inlined`: the inlined call gets the frame record a real
+        // call would write, so samples inside it name the callee. Its registers
+        // are not in that frame, but a leaf cannot collect garbage or fail,
+        // so only the sampler reads the record.
+        let callee_base = b
+            .ins()
+            .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
+        if self.env.inlined_frames {
+            let depth1 = b.ins().iadd_imm_s(depth, 1);
+            self.push_frame_record(b, depth1, callee_base, callee as u32);
+        }
         let mut slots = Vec::with_capacity(cf.reg_types.len());
         for ty in &cf.reg_types {
             let cty = clif_type(ty);
@@ -798,8 +782,8 @@ impl Translator<'_, '_> {
             helpers: self.env.helpers,
             array: self.env.array,
             call_conv: self.env.call_conv,
-            // A leaf makes no calls; `call` pushes its frame.
-            shadow: None,
+            // A leaf makes no calls.
+            inlined_frames: false,
         };
         let mut inner = Translator {
             f: cf,
@@ -811,8 +795,6 @@ impl Translator<'_, '_> {
             vm: self.vm,
             base: self.base,
             depth0: None,
-            shadow_depth0: None,
-            shadow_top: None,
             error_exit: None,
             variant: self.variant,
             array_fields: HashMap::new(),
@@ -822,6 +804,14 @@ impl Translator<'_, '_> {
             match *op {
                 Op::Return { src } => {
                     let v = inner.read(b, src);
+                    if self.env.inlined_frames {
+                        // Where a real call leaves its result. The body is
+                        // pure arithmetic, which Cranelift places just
+                        // before its first use: this store, a use with a
+                        // side effect, keeps it inside the callee's frame
+                        // (before the depth store below).
+                        b.ins().store(flags(), v, callee_base, 0);
+                    }
                     self.write(b, dst as usize, v);
                     break;
                 }
@@ -832,6 +822,10 @@ impl Translator<'_, '_> {
                     inner.instruction(b, at);
                 }
             }
+        }
+        if self.env.inlined_frames {
+            b.ins()
+                .store(flags(), depth, self.vm, offsets::DEPTH as i32);
         }
         b.set_srcloc(srcloc);
     }

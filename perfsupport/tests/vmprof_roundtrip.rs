@@ -210,3 +210,82 @@ fn inline_push_at_the_documented_offsets_is_sampled() {
     assert!(profile.samples.iter().all(|s| s.stack == expected));
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A VM that keeps its own frame records describes them with a frame view:
+/// the sampler reads those records (through the key → id table) instead of
+/// the shadow stack, and follows the depth as the VM calls and returns.
+#[test]
+fn a_frame_view_is_sampled_instead_of_the_shadow_stack() {
+    use perfsupport::vmprof::{FrameView, install_frame_view};
+    use std::sync::atomic::{Ordering, compiler_fence};
+
+    #[repr(C)]
+    struct Record {
+        base: usize,
+        key: u32,
+    }
+    let _serial = serial();
+    let w = workload();
+    // A VM-like frame array: slot 0 unused, keys index the table below.
+    let mut records: Vec<Record> = (0..4).map(|_| Record { base: 0, key: 99 }).collect();
+    let mut depth = 0usize;
+    let (records_ptr, depth_ptr) = (records.as_mut_ptr(), &raw mut depth);
+    // SAFETY: `records` and `depth` outlive the guard and do not move; only
+    // this thread writes them, record before depth.
+    let view = unsafe {
+        install_frame_view(FrameView {
+            depth: depth_ptr,
+            records: records_ptr.cast_const().cast(),
+            first: 1,
+            stride: size_of::<Record>(),
+            key_offset: std::mem::offset_of!(Record, key),
+            ids: vec![w.inner, w.outer, w.middle].into_boxed_slice(),
+        })
+    };
+    // SAFETY: the same two locations, written as the protocol says.
+    let call = |key: u32| unsafe {
+        let d = depth_ptr.read_volatile() + 1;
+        (*records_ptr.add(d)).key = key;
+        compiler_fence(Ordering::SeqCst);
+        depth_ptr.write_volatile(d);
+    };
+    // SAFETY: as above.
+    let ret = || unsafe { depth_ptr.write_volatile(depth_ptr.read_volatile() - 1) };
+    let path = fresh_path("frame_view.prof");
+    enable_path(&path, &EnableOptions::new("toyvm")).expect("enable");
+    // Something on the shadow stack that the view must hide.
+    let _hidden = vmprof_execute_code(w.inner);
+    call(1);
+    call(2);
+    burn(Duration::from_millis(100));
+    call(0);
+    burn(Duration::from_millis(100));
+    ret();
+    ret();
+    ret();
+    disable().expect("disable");
+    drop(view);
+    let profile = read_profile(&path).expect("readable");
+    let (o, m, i) = (
+        w.outer.get() as u64,
+        w.middle.get() as u64,
+        w.inner.get() as u64,
+    );
+    let two = profile.samples.iter().filter(|s| s.stack == [o, m]).count();
+    let three = profile
+        .samples
+        .iter()
+        .filter(|s| s.stack == [o, m, i])
+        .count();
+    assert_eq!(
+        two + three,
+        profile.samples.len(),
+        "every sample is the view's stack: {:?}",
+        profile.samples.iter().map(|s| &s.stack).collect::<Vec<_>>()
+    );
+    assert!(
+        two > 30 && three > 30,
+        "{two} samples at depth 2, {three} at 3"
+    );
+    std::fs::remove_file(&path).unwrap();
+}

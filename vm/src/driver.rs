@@ -224,13 +224,14 @@ fn execute(
         vm.heap.set_stress();
     }
     vm.out.line_buffered = options.line_buffered;
-    // Profiling starts before the JIT does: the profiling interpreter entry
-    // goes into the entry table first; compiled code the JIT installs over
-    // it pushes for itself, and trampolines call it.
-    let profile = options
-        .vmprof
-        .as_ref()
-        .and_then(|vmprof| start_profile(&mut vm, vmprof, stderr).map(|session| (session, vmprof)));
+    // Profiling starts before the JIT does, so compiled code knows to write
+    // frame records for the calls it inlines (see `crate::vmprof`).
+    let profile = options.vmprof.as_ref().and_then(|vmprof| {
+        // SAFETY: the VM is boxed (it never moves), runs on this thread
+        // and lives until the end of this function, after the session:
+        // finished below, or dropped first on a panic (declared later).
+        unsafe { start_profile(&mut vm, vmprof, stderr) }.map(|session| (session, vmprof))
+    });
     // The JIT (its code memory) must stay alive while the VM runs code;
     // it lives until the end of this function.
     let mut jit = options.tier_up.as_ref().map(|make| make());
@@ -264,12 +265,16 @@ fn execute(
 
 /// Starts profiling `vm`; if that fails, says why in one line and lets the
 /// script run unprofiled.
-fn start_profile(
+///
+/// # Safety
+/// As for [`Session::start`].
+unsafe fn start_profile(
     vm: &mut Vm<'_>,
     options: &VmprofOptions,
     stderr: &mut (dyn Write + Send),
 ) -> Option<Session> {
-    match Session::start(vm, options) {
+    // SAFETY: the caller's contract.
+    match unsafe { Session::start(vm, options) } {
         Ok(session) => Some(session),
         Err(error) => {
             let why = match &error {

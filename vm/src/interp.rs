@@ -12,6 +12,8 @@
 //! guarantees this and [`crate::bytecode::verify`] checks it before a
 //! module is run, which is what makes the unchecked accesses below sound.
 
+use std::sync::atomic::{Ordering, compiler_fence};
+
 use crate::bytecode::Op;
 use crate::runtime::heap::{arr_mut, str_ref};
 use crate::runtime::print::{write_scalar, write_value};
@@ -37,45 +39,24 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         if (*rt).hotness < 0
             && let Some(entry) = tier::hot_call(vm, func)
         {
-            return crate::vmprof::hand_over(vm, func, base, entry);
+            return entry(vm, func, base);
         }
         let depth = (*vm).depth + 1;
         if depth > (*vm).max_depth {
             (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
             return STATUS_ERROR;
         }
-        (*vm).depth = depth;
+        // The record before the depth that covers it: the vmprof sampler
+        // reads these records from a signal handler (see `crate::vmprof`).
         *(*vm).frames.add(depth) = FrameRecord { base, func };
+        compiler_fence(Ordering::Release);
+        (*vm).depth = depth;
         let status = run(vm, func, base);
         (*vm).depth = depth - 1;
         status
     }
 }
 
-/// The interpreter entry while `toyvm run --vmprof` profiles: pushes the
-/// function's vmprof code id on the shadow stack, runs [`interp_entry`],
-/// pops. Installed in place of `interp_entry` only while profiling (see
-/// [`crate::vmprof`]), so unprofiled calls run no profiling code at all.
-/// A wrapper, not a second copy of the interpreter loop: a profile must
-/// measure the machine code that unprofiled runs execute (two copies of
-/// the loop are laid out differently by LLVM and differ in speed).
-///
-/// # Safety
-/// As for [`interp_entry`].
-pub unsafe extern "C" fn profiled_interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
-    // SAFETY: the caller's contract; `func` indexes `funcs`.
-    unsafe {
-        let id = (*(*vm).funcs.as_ptr().add(func as usize)).vmprof_id;
-        if let Some(id) = id {
-            crate::vmprof::push(id);
-        }
-        let status = interp_entry(vm, func, base);
-        if id.is_some() {
-            crate::vmprof::pop();
-        }
-        status
-    }
-}
 // ANCHOR_END: interp_entry
 
 /// Runs `<main>` of the VM's module through its entry; returns the status
@@ -679,8 +660,8 @@ mod tests {
                 (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
                 return STATUS_ERROR;
             }
-            (*vm).depth = depth;
             *(*vm).frames.add(depth) = FrameRecord { base, func };
+            (*vm).depth = depth;
             *base.add(1) = 0; // a non-parameter ref register
             let status = run_slow_op(vm, func, base, 0);
             if status == STATUS_OK {

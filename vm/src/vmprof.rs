@@ -1,38 +1,38 @@
 //! VMProf-style sampling of the Toy call stack (`toyvm run --vmprof FILE`).
 //!
-//! The sampler (in `perfsupport::vmprof`) copies a per-thread *shadow
-//! stack* of code ids on every `SIGPROF`; this module keeps that stack
-//! equal to the Toy call stack while a [`Session`] runs:
+//! The sampler (in `perfsupport::vmprof`) records the running Toy functions
+//! on every `SIGPROF`. It reads them from the VM's own frame records, which
+//! every tier writes on every call anyway (for the GC and tracebacks):
 //!
 //! * every function is registered once as a vmprof code object named
 //!   `toy:<function>:<line>:<path>` (the script body is `<main>`);
-//! * the interpreter is wrapped, not changed: [`Session::start`] installs
-//!   `profiled_interp_entry` in [`Vm::entry_table`], which pushes the
-//!   function's id (kept in its `FnRuntime`), calls `interp_entry` and
-//!   pops. Unprofiled runs never install it, so their calls pay nothing,
-//!   not even a branch;
-//! * code a JIT installs over a wrapper (compiled functions, perf
-//!   trampolines) pushes and pops inline in its own prologue and epilogue;
-//!   it asks [`Vm::vmprof_code_id`] for the id to emit when it generates the
-//!   code (`None` means "not profiling: emit nothing"). OSR code continues
-//!   an interpreted frame that is already on the shadow stack and pushes
-//!   nothing;
-//! * when the interpreter hands a call over to code compiled at that very
-//!   call (`hand_over`, a cold path), it pops the id its caller pushed
-//!   for the duration of the compiled call, which pushes its own.
+//! * [`Session::start`] describes `frames[1..=depth]` to the sampler with
+//!   a [`FrameView`]: the record's `func` (a function index) is the key, a
+//!   table maps it to the code id. Nothing is installed in the entry table
+//!   and no tier pushes anything, so a profiled call costs what an
+//!   unprofiled one does;
+//! * what the sampler needs from the tiers is the order of two stores: a
+//!   call writes its record *before* the depth that covers it (the entry
+//!   ABI in [`crate::runtime`]), so a signal that lands between them sees
+//!   the caller's stack, never a stale record;
+//! * a leaf function that the JIT inlines has no frame of its own, so its
+//!   time counts as its caller's (as perf sees it too), unless
+//!   [`VmprofOptions::inlined_frames`] (`--vmprof-inlined`): then compiled
+//!   code writes a record for each inlined call (a few stores around the
+//!   inlined body, which is what `calls`-style code then pays).
 //!
-//! So every active Toy frame has exactly one shadow-stack entry, whichever
-//! tier runs it, and every sample is rooted at `<main>`.
+//! So every active Toy frame is in every sample, whichever tier runs it,
+//! and every sample is rooted at `<main>`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use perfsupport::vmprof::{
-    self, CodeId, CodeIdCell, EnableOptions, ProfileSummary, ShadowStack, VmprofError,
+    self, CodeId, CodeIdCell, EnableOptions, FrameView, FrameViewGuard, ProfileSummary,
+    VmprofError, install_frame_view,
 };
 
-use crate::interp::profiled_interp_entry;
-use crate::runtime::Vm;
+use crate::runtime::{FrameRecord, Vm};
 
 /// The code-object class of Toy functions: names start with `toy:`.
 pub const CODE_CLASS: &str = "toy";
@@ -48,6 +48,11 @@ pub struct VmprofOptions {
     pub path: PathBuf,
     /// CPU time between samples.
     pub interval: Duration,
+    /// Whether compiled code writes a frame record for each call it
+    /// inlined, so those calls show in samples (`--vmprof-inlined`).
+    /// Costs a few stores per inlined call; without it an inlined call's
+    /// time counts as its caller's.
+    pub inlined_frames: bool,
 }
 
 impl VmprofOptions {
@@ -56,6 +61,7 @@ impl VmprofOptions {
         VmprofOptions {
             path: path.into(),
             interval: vmprof::DEFAULT_INTERVAL,
+            inlined_frames: false,
         }
     }
 }
@@ -65,18 +71,24 @@ impl VmprofOptions {
 /// file.
 pub struct Session {
     finished: bool,
+    /// Points the sampler at the VM's frame records until dropped.
+    view: Option<FrameViewGuard>,
 }
 
 impl Session {
     /// Registers every function of `vm`'s module, starts the sampler
-    /// writing to `options.path`, and wraps every entry of `vm` so the
-    /// interpreter keeps the shadow stack.
+    /// writing to `options.path`, and points it at `vm`'s frame records.
     ///
-    /// Call it before a JIT starts (its entries replace the wrappers and
-    /// keep the shadow stack themselves) and before running `<main>`, so
-    /// every sample is rooted at `<main>`. On error nothing is installed and
-    /// the VM runs unprofiled.
-    pub fn start(vm: &mut Vm<'_>, options: &VmprofOptions) -> Result<Session, VmprofError> {
+    /// Call it before a JIT starts (so compiled code knows whether to write
+    /// records for inlined calls) and before running `<main>`, so every sample is
+    /// rooted at `<main>`. On error nothing is installed and the VM runs
+    /// unprofiled.
+    ///
+    /// # Safety
+    /// `vm` stays alive at its address, and runs only on this thread, until
+    /// the session is finished or dropped (the sampler's signal handler
+    /// reads `vm.depth` and the frame records).
+    pub unsafe fn start(vm: &mut Vm<'_>, options: &VmprofOptions) -> Result<Session, VmprofError> {
         let class = vmprof::register_code_object_class(CODE_CLASS)?;
         let module = vm.module;
         let code_ids: Box<[CodeId]> = module
@@ -93,22 +105,36 @@ impl Session {
         enable.interval = options.interval;
         enable.meta.push(("script".to_owned(), module.path.clone()));
         vmprof::enable_path(&options.path, &enable)?;
-        for (rt, &id) in vm.funcs.iter_mut().zip(code_ids.iter()) {
-            rt.vmprof_id = Some(id);
-        }
-        for func in 0..module.functions.len() as u32 {
-            // SAFETY: `profiled_interp_entry` is `interp_entry` plus the
-            // shadow-stack push and pop: the same entry ABI.
-            unsafe { vm.set_entry(func, profiled_interp_entry) };
-        }
-        Ok(Session { finished: false })
+        // ANCHOR: frame_view
+        let view = FrameView {
+            depth: &vm.depth,
+            records: vm.frames.cast_const().cast(),
+            first: 1, // frames[0] is unused: `<main>` is frame 1
+            stride: size_of::<FrameRecord>(),
+            key_offset: std::mem::offset_of!(FrameRecord, func),
+            ids: code_ids,
+        };
+        // SAFETY: the caller keeps `vm` alive and in place on this thread
+        // until the session ends, and the guard is dropped with the
+        // session; the frame records never move (one mapping for the VM's
+        // life), and every tier writes a record before the depth covering
+        // it (the entry ABI).
+        let view = unsafe { install_frame_view(view) };
+        // ANCHOR_END: frame_view
+        vm.vmprof_inlined_frames = options.inlined_frames;
+        Ok(Session {
+            finished: false,
+            view: Some(view),
+        })
     }
 
     /// Stops the sampler and completes the file: the remaining samples,
     /// the code names and the trailer.
     pub fn finish(mut self) -> Result<ProfileSummary, VmprofError> {
         self.finished = true;
-        vmprof::disable()
+        let summary = vmprof::disable();
+        self.view = None;
+        summary
     }
 }
 
@@ -118,55 +144,7 @@ impl Drop for Session {
             // Nothing to report to on this path; the file is completed.
             let _ = vmprof::disable();
         }
-    }
-}
-
-impl Vm<'_> {
-    /// The vmprof code id of function `func` while a profiling [`Session`]
-    /// runs on this VM, `None` otherwise. A JIT emits the shadow-stack push
-    /// of this id in the prologue of `func`'s compiled code (and the pop in
-    /// its epilogue) when it is `Some`, and nothing when it is `None`.
-    pub fn vmprof_code_id(&self, func: u32) -> Option<usize> {
-        self.funcs.get(func as usize)?.vmprof_id.map(CodeId::get)
-    }
-}
-
-/// Pushes `id` on the current thread's shadow stack.
-#[inline(always)]
-pub(crate) fn push(id: CodeId) {
-    ShadowStack::with_current(|stack| stack.push(id));
-}
-
-/// Pops the current thread's innermost shadow-stack entry.
-#[inline(always)]
-pub(crate) fn pop() {
-    ShadowStack::with_current(ShadowStack::pop);
-}
-
-/// Calls `entry`, code compiled for `func` at this very call, from
-/// `interp_entry`. While profiling, `interp_entry` only runs under
-/// `profiled_interp_entry` (directly or from a perf trampoline), which has
-/// pushed `func`'s id: it is popped for the duration, as the compiled code
-/// pushes its own, so the frame is on the shadow stack once.
-///
-/// # Safety
-/// The entry ABI for `entry`, `func` and `base`.
-#[cold]
-#[inline(never)]
-pub(crate) unsafe fn hand_over(
-    vm: *mut Vm<'_>,
-    func: u32,
-    base: *mut u64,
-    entry: crate::runtime::EntryFn,
-) -> u32 {
-    // SAFETY: the caller's contract; `func` indexes `funcs`.
-    unsafe {
-        let Some(id) = (*(*vm).funcs.as_ptr().add(func as usize)).vmprof_id else {
-            return entry(vm, func, base);
-        };
-        pop();
-        let status = entry(vm, func, base);
-        push(id);
-        status
+        // The sampler is off: the view can go.
+        self.view = None;
     }
 }

@@ -13,7 +13,10 @@
 //! 3. **Mark running code**: `let _frame = vmprof_execute_code(id);` around
 //!    running a code object (a guard that pops on drop; pushes only while
 //!    profiling). JIT code pushes and pops inline on the [`ShadowStack`]
-//!    whose layout [`shadow_stack`] documents.
+//!    whose layout [`shadow_stack`] documents. **Or**, if the VM already
+//!    keeps an array of frame records on every call, describe it once with
+//!    [`install_frame_view`]: the sampler reads it instead, and calls cost
+//!    nothing extra while profiling ([`frame_view`]).
 //! 4. **Enable and disable**: [`enable`] / [`enable_with`] /
 //!    [`enable_path`] start a `SIGPROF` sampler (every 1 ms of CPU time by
 //!    default) and a writer thread; [`disable`] stops them and completes the
@@ -40,11 +43,12 @@
 //!
 //! Modules, one job each: [`format`](mod@format) (the file format, as a spec),
 //! [`names`] (code names), [`registry`] (ids), [`shadow_stack`] (what runs
-//! now), [`ring`] (signal handler → writer buffer), [`sampler`] (timer,
+//! now), [`frame_view`] (what runs now, read from the VM's frames), [`ring`] (signal handler → writer buffer), [`sampler`] (timer,
 //! handler, sessions), [`writer`] (the writer thread), [`reader`] (parsing
 //! profiles back).
 
 pub mod format;
+pub mod frame_view;
 pub mod names;
 pub mod reader;
 pub mod registry;
@@ -60,6 +64,7 @@ use std::time::Duration;
 use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 
 pub use format::Timeval;
+pub use frame_view::{FrameView, FrameViewGuard, install_frame_view};
 pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
 pub use reader::{Profile, ReadError, Sample, parse_profile, read_profile};
 pub use registry::{

@@ -6,7 +6,8 @@
 //! and arms `setitimer(ITIMER_PROF)`, which fires after each `interval` of
 //! CPU time used by the process. The kernel delivers the signal to a thread
 //! that is using the CPU; the handler copies that thread's
-//! [`ShadowStack`] into the static [`SampleRing`]; the writer thread (which
+//! [`ShadowStack`] (or the VM's own frame records, if the thread installed
+//! a [`FrameView`](super::frame_view)) into the static [`SampleRing`]; the writer thread (which
 //! blocks SIGPROF) turns ring entries into file records.
 //!
 //! # Weights: sample counts proportional to CPU time
@@ -41,7 +42,8 @@
 //!
 //! Reading a stack mid-push is safe because of the shadow stack's protocol:
 //! the handler loads the depth first and only then the ids below it, and a
-//! push stores its id before the depth (see [`super::shadow_stack`]).
+//! push stores its id before the depth (see [`super::shadow_stack`]; a
+//! [`FrameView`](super::frame_view) asks the same of the VM's records).
 //!
 //! # Shutdown
 //!
@@ -72,6 +74,7 @@ use parking_lot::Mutex;
 
 use super::VmprofError;
 use super::format::{Encoder, MAX_INTERP_NAME, Timeval};
+use super::frame_view::with_current_view;
 use super::ring::SampleRing;
 use super::shadow_stack::{ShadowStack, set_profiling};
 use super::writer::{Preamble, ProfileSummary, WriterThread};
@@ -373,17 +376,18 @@ fn record_claimed() {
         accounted + periods * period
     };
     ACCOUNTED_CPU_NS.store(new_accounted, Ordering::Relaxed);
-    ShadowStack::with_current(|stack| {
-        let depth = stack.stored_depth();
-        if depth == 0 {
-            // Not running VM code: no empty samples (readers would count
-            // them towards the root).
-            return;
+    // Not running VM code (depth 0): no empty samples (readers would count
+    // them towards the root).
+    let push = |depth: usize, id_at: &dyn Fn(usize) -> usize| {
+        if depth > 0 {
+            RING.push_with(weight as usize, current_thread_id(), depth, id_at);
         }
-        RING.push_with(weight as usize, current_thread_id(), depth, |i| {
-            stack.id_at(i)
-        });
-    });
+    };
+    // The VM's own frame records if it described them, else the shadow
+    // stack.
+    if with_current_view(push).is_none() {
+        ShadowStack::with_current(|stack| push(stack.stored_depth(), &|i| stack.id_at(i)));
+    }
 }
 // ANCHOR_END: sigprof_handler
 

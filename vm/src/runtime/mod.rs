@@ -21,10 +21,12 @@
 //! interpreter's:
 //! 1. fail with [`RuntimeError::DepthExceeded`] (without a trace entry of
 //!    its own: the frame never became active) if `depth == max_depth`;
-//! 2. otherwise increment `depth`, write `frames[depth] = FrameRecord {
-//!    base, func }` (the GC and tracebacks walk these), zero its ref
-//!    registers that are not parameters, run, and decrement `depth` on
-//!    return, error or not.
+//! 2. otherwise write `frames[depth + 1] = FrameRecord { base, func }`
+//!    (the GC, tracebacks and the vmprof sampler walk these), *then* store
+//!    `depth + 1` (in this order: the sampler reads the records from a
+//!    signal handler, see [`crate::vmprof`]), zero its ref registers that
+//!    are not parameters, run, and store the old `depth` back on return,
+//!    error or not.
 //!
 //! Install entries with the unsafe [`Vm::set_entry`]; [`offsets`] gives
 //! the byte offsets of `depth`, `max_depth`, `frames` and `entry_table`
@@ -94,9 +96,6 @@ pub struct FnRuntime {
     /// Tier-up countdown: decremented per call and per loop back-edge;
     /// below zero the interpreter asks [`Vm::tier_up`] (see [`tier`]).
     pub hotness: i32,
-    /// The function's vmprof code id while a profiling session runs (see
-    /// [`crate::vmprof`]); read only by the profiling interpreter entry.
-    pub vmprof_id: Option<perfsupport::vmprof::CodeId>,
 }
 
 /// Buffered stdout: one buffer, written to the sink when it grows large,
@@ -172,6 +171,10 @@ pub struct Vm<'m> {
     /// The JIT, if any (see [`tier`]). Owned by whoever runs the VM, and
     /// kept alive and unmoved while the VM runs.
     pub tier_up: Option<std::ptr::NonNull<dyn tier::TierUp>>,
+    /// Set by a vmprof [`crate::vmprof::Session`] asked for inlined frames:
+    /// compiled code then writes a frame record for each call it inlines,
+    /// so those calls show in profiles.
+    pub vmprof_inlined_frames: bool,
     /// Owns the entry table; only accessed through `entry_table`.
     entries: Box<[EntryFn]>,
     stack: Region<u64>,
@@ -239,7 +242,6 @@ impl<'m> Vm<'m> {
                     .filter(|&r| (r as usize) >= f.params.len())
                     .collect(),
                 hotness: i32::MAX,
-                vmprof_id: None,
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
@@ -265,6 +267,7 @@ impl<'m> Vm<'m> {
             start: Instant::now(),
             scratch: String::new(),
             tier_up: None,
+            vmprof_inlined_frames: false,
             stack,
             frame_records,
         }))

@@ -1,0 +1,281 @@
+//! Sampling a VM's own frame records instead of a shadow stack.
+//!
+//! Most VMs already write a record for every active call: toyvm's
+//! `frames[1..=depth]`, Lua's `CallInfo` array, CPython's frame chain. Such
+//! an array *is* a shadow stack, kept on every call anyway for the garbage
+//! collector and tracebacks; a sampler that reads it directly costs the VM
+//! nothing per call, where a separate [`ShadowStack`](super::ShadowStack)
+//! costs a push and a pop on every call in every tier.
+//!
+//! [`install_frame_view`] describes such an array to the sampler for the
+//! current thread. While the returned guard lives, each `SIGPROF` that
+//! lands on this thread reads the view instead of the thread's shadow
+//! stack.
+//!
+//! # What the sampler reads
+//!
+//! ```text
+//! n = load usize [depth]                               ; active frames
+//! for i in 0 .. min(n, SHADOW_STACK_CAPACITY):         ; root first
+//!     key = load u32 [records + (first + i) * stride + key_offset]
+//!     id  = ids[key]                                   ; 0 if key >= ids.len()
+//! ```
+//!
+//! `key` is whatever the record holds to name its code (toyvm: the function
+//! index); `ids` maps it to the code id from
+//! [`register_code`](super::register_code).
+//!
+//! # The protocol the VM keeps (the shadow stack's, for its own array)
+//!
+//! * **Call:** write the record `first + n` first, *then* store the new
+//!   depth `n + 1`. A handler that interrupts the call between the two
+//!   stores sees the old depth and never a stale record. Rust code needs a
+//!   `compiler_fence` between them; Cranelift emits stores in program order.
+//! * **Return:** store the old depth (one store: the handler sees either).
+//! * The depth and the records stay at their addresses while the view is
+//!   installed (the array must not be reallocated), and both are written
+//!   only by the thread that installed the view.
+//!
+//! As with the shadow stack, no atomic instruction or fence is needed in
+//! the VM's machine code: the handler runs on the same thread and sees that
+//! thread's stores in program order. It reads with volatile loads.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::{Ordering, compiler_fence};
+
+use super::CodeId;
+use super::shadow_stack::SHADOW_STACK_CAPACITY;
+
+/// Where a VM keeps its frame records and how to name their code; see the
+/// module docs.
+#[derive(Debug)]
+pub struct FrameView {
+    /// The VM's count of active frames (`usize`).
+    pub depth: *const usize,
+    /// The address of record 0.
+    pub records: *const u8,
+    /// The index of the outermost frame's record (toyvm: 1).
+    pub first: usize,
+    /// Bytes from one record to the next.
+    pub stride: usize,
+    /// Byte offset, inside a record, of its `u32` code key.
+    pub key_offset: usize,
+    /// The code id of each key.
+    pub ids: Box<[CodeId]>,
+}
+
+impl FrameView {
+    /// How many frames a sample takes: the depth, capped at
+    /// [`SHADOW_STACK_CAPACITY`] (the outermost frames are kept).
+    /// Async-signal-safe.
+    ///
+    /// # Safety
+    /// `self.depth` is valid for reads (the contract of
+    /// [`install_frame_view`]).
+    unsafe fn stored_depth(&self) -> usize {
+        // SAFETY: the caller's contract.
+        let depth = unsafe { self.depth.read_volatile() };
+        // Keep the records' loads after the depth's.
+        compiler_fence(Ordering::SeqCst);
+        depth.min(SHADOW_STACK_CAPACITY)
+    }
+
+    /// The code id of frame `index` (0 is the root), or 0 for a key outside
+    /// the table. Async-signal-safe.
+    ///
+    /// # Safety
+    /// `index` is below the depth just read by `stored_depth`, so the record
+    /// is inside the array and was written (the contract of
+    /// [`install_frame_view`]).
+    unsafe fn id_at(&self, index: usize) -> usize {
+        let offset = (self.first + index) * self.stride + self.key_offset;
+        // SAFETY: the caller's contract; the key is 4-byte aligned (checked
+        // at install).
+        let key = unsafe { self.records.add(offset).cast::<u32>().read_volatile() };
+        self.ids.get(key as usize).map_or(0, |id| id.get())
+    }
+}
+
+thread_local! {
+    // Static TLS (const initialiser, no destructor), so the signal handler
+    // may read it; see `sampler`.
+    static CURRENT: Cell<*const FrameView> = const { Cell::new(std::ptr::null()) };
+}
+
+// ANCHOR: install_frame_view
+/// Makes the sampler read `view` for samples taken on the current thread,
+/// until the guard drops (which restores the view installed before, if
+/// any).
+///
+/// # Safety
+/// While the guard lives: `view.depth` and every record
+/// `view.first ..= view.first + depth - 1` (as far as the capacity) are
+/// valid for reads and do not move; they are written only by this thread,
+/// following the protocol of the module docs (record before depth on a
+/// call, one store on a return).
+///
+/// # Panics
+/// If `records`, `stride` or `key_offset` would make a key unaligned for a
+/// `u32` load.
+pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
+    let aligned = |n: usize| n.is_multiple_of(align_of::<u32>());
+    assert!(
+        aligned(view.records as usize) && aligned(view.stride) && aligned(view.key_offset),
+        "frame record keys must be 4-byte aligned"
+    );
+    let view = Box::new(view);
+    // The view is complete before the handler can see it.
+    compiler_fence(Ordering::SeqCst);
+    let previous = CURRENT.with(|current| current.replace(&*view));
+    FrameViewGuard {
+        view,
+        previous,
+        _not_send: PhantomData,
+    }
+}
+// ANCHOR_END: install_frame_view
+
+/// Uninstalls its [`FrameView`] when dropped. Bound to the thread that
+/// installed it.
+#[must_use = "the view is uninstalled when the guard drops"]
+pub struct FrameViewGuard {
+    view: Box<FrameView>,
+    previous: *const FrameView,
+    _not_send: PhantomData<Cell<*const ()>>,
+}
+
+impl Drop for FrameViewGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|current| {
+            debug_assert!(std::ptr::eq(current.get(), &*self.view));
+            current.set(self.previous);
+        });
+        // The handler no longer sees the view before its memory goes.
+        compiler_fence(Ordering::SeqCst);
+    }
+}
+
+/// Reads the current thread's installed view as `(frames, id_at)` for one
+/// sample; `None` when no view is installed. Async-signal-safe.
+pub(crate) fn with_current_view<R>(
+    f: impl FnOnce(usize, &dyn Fn(usize) -> usize) -> R,
+) -> Option<R> {
+    let view = CURRENT.with(Cell::get);
+    // SAFETY: a non-null pointer is a live installed view (the guard
+    // clears it before freeing); the contract of `install_frame_view`
+    // covers the reads, and `id_at` is only asked below `depth`.
+    unsafe {
+        let view = view.as_ref()?;
+        let depth = view.stored_depth();
+        Some(f(depth, &|i| view.id_at(i)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A toyvm-like record: 8 bytes of payload, then the key.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Record {
+        base: usize,
+        key: u32,
+    }
+
+    fn ids(raw: &[usize]) -> Box<[CodeId]> {
+        raw.iter().map(|&r| CodeId::from_raw(r)).collect()
+    }
+
+    fn read_all() -> Option<Vec<usize>> {
+        with_current_view(|depth, id_at| (0..depth).map(id_at).collect())
+    }
+
+    #[test]
+    fn the_view_reads_keys_root_first_through_the_table() {
+        let depth = 2usize;
+        let records = [
+            Record { base: 0, key: 9 }, // unused slot 0
+            Record { base: 0, key: 1 },
+            Record { base: 0, key: 0 },
+            Record { base: 0, key: 1 }, // above the depth
+        ];
+        assert_eq!(read_all(), None);
+        // SAFETY: `depth` and `records` outlive the guard and do not move.
+        let guard = unsafe {
+            install_frame_view(FrameView {
+                depth: &depth,
+                records: records.as_ptr().cast(),
+                first: 1,
+                stride: size_of::<Record>(),
+                key_offset: std::mem::offset_of!(Record, key),
+                ids: ids(&[12, 16]),
+            })
+        };
+        assert_eq!(read_all(), Some(vec![16, 12]));
+        drop(guard);
+        assert_eq!(read_all(), None);
+    }
+
+    #[test]
+    fn unknown_keys_read_as_zero_and_depth_is_capped() {
+        let depth = SHADOW_STACK_CAPACITY + 5;
+        let records = vec![Record { base: 0, key: 7 }; SHADOW_STACK_CAPACITY + 5];
+        // SAFETY: as above.
+        let _guard = unsafe {
+            install_frame_view(FrameView {
+                depth: &depth,
+                records: records.as_ptr().cast(),
+                first: 0,
+                stride: size_of::<Record>(),
+                key_offset: 8,
+                ids: ids(&[12]),
+            })
+        };
+        let read = read_all().unwrap();
+        assert_eq!(read.len(), SHADOW_STACK_CAPACITY);
+        assert!(read.iter().all(|&id| id == 0));
+    }
+
+    #[test]
+    fn nested_views_restore_the_outer_one() {
+        let (d1, d2) = (1usize, 1usize);
+        let (r1, r2) = ([Record { base: 0, key: 0 }], [Record { base: 0, key: 1 }]);
+        let view = |depth: &usize, records: &[Record]| FrameView {
+            depth,
+            records: records.as_ptr().cast(),
+            first: 0,
+            stride: size_of::<Record>(),
+            key_offset: 8,
+            ids: ids(&[12, 16]),
+        };
+        // SAFETY: as above.
+        let outer = unsafe { install_frame_view(view(&d1, &r1)) };
+        {
+            // SAFETY: as above.
+            let _inner = unsafe { install_frame_view(view(&d2, &r2)) };
+            assert_eq!(read_all(), Some(vec![16]));
+        }
+        assert_eq!(read_all(), Some(vec![12]));
+        drop(outer);
+    }
+
+    #[test]
+    #[should_panic(expected = "4-byte aligned")]
+    fn unaligned_keys_are_refused() {
+        let depth = 0usize;
+        let records = [0u8; 16];
+        // SAFETY: never read: installing panics.
+        let _guard = unsafe {
+            install_frame_view(FrameView {
+                depth: &depth,
+                records: records.as_ptr(),
+                first: 0,
+                stride: 6,
+                key_offset: 0,
+                ids: ids(&[]),
+            })
+        };
+    }
+}
