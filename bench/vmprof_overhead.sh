@@ -29,7 +29,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # Sizes giving about 1-3 s of CPU per run in each tier.
 declare -A INTERP_SIZE=([fib]=37 [loop]=300000000 [calls]=100000000 [mandelbrot]=1200 [spectral]=1000 [nbody]=1000000)
-declare -A JIT_SIZE=([fib]=40 [loop]=300000000 [calls]=100000000 [mandelbrot]=4000 [spectral]=2000 [nbody]=2000000)
+declare -A JIT_SIZE=([fib]=40 [loop]=300000000 [calls]=2000000000 [mandelbrot]=4000 [spectral]=4000 [nbody]=10000000)
 declare -A PY_SIZE=([fib]=30 [loop]=10000000 [calls]=5000000 [mandelbrot]=300 [spectral]=200 [nbody]=200000)
 
 # cpu_seconds CMD... -> user+sys seconds of one run (output discarded), from getrusage
