@@ -756,13 +756,14 @@ impl Translator<'_, '_> {
         // call would write, so samples inside it name the callee. Its registers
         // are not in that frame, but a leaf cannot collect garbage or fail,
         // so only the sampler reads the record.
-        let callee_base = b
-            .ins()
-            .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
-        if self.env.inlined_frames {
+        let frame_base = self.env.inlined_frames.then(|| {
+            let callee_base = b
+                .ins()
+                .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
             let depth1 = b.ins().iadd_imm_s(depth, 1);
             self.push_frame_record(b, depth1, callee_base, callee as u32);
-        }
+            callee_base
+        });
         let mut slots = Vec::with_capacity(cf.reg_types.len());
         for ty in &cf.reg_types {
             let cty = clif_type(ty);
@@ -804,7 +805,7 @@ impl Translator<'_, '_> {
             match *op {
                 Op::Return { src } => {
                     let v = inner.read(b, src);
-                    if self.env.inlined_frames {
+                    if let Some(callee_base) = frame_base {
                         // Where a real call leaves its result. The body is
                         // pure arithmetic, which Cranelift places just
                         // before its first use: this store, a use with a
@@ -823,7 +824,7 @@ impl Translator<'_, '_> {
                 }
             }
         }
-        if self.env.inlined_frames {
+        if frame_base.is_some() {
             b.ins()
                 .store(flags(), depth, self.vm, offsets::DEPTH as i32);
         }
