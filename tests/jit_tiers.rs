@@ -108,3 +108,28 @@ fn profiler_files_that_cannot_be_opened_are_reported_once_and_the_run_goes_on() 
         run.stderr
     );
 }
+
+#[test]
+fn entry_shims_are_built_on_the_first_entry_table_call() {
+    // `f` tiers up at its third call and takes `g`, which already ran, into
+    // its batch: `g` gets only its native function (`f` calls it
+    // directly). Then the interpreted `<main>` calls `g` through the entry
+    // table, which builds `g`'s shim; `<main>` never tiers up (no loop,
+    // one call).
+    let (dir, path) = script(
+        "lazy_shim",
+        "fn g(n: int) -> int {\n    let s = 0;\n    for i in 0..n { s += i; }\n    return s;\n}\nfn f(x: int) -> int { return g(0) + x; }\nlet t = f(1) + f(2) + f(3) + f(4);\nt += g(10);\nprint(t);\n",
+    );
+    let plain = common::toyvm(&["run", "--no-jit", &path]);
+    let run = common::toyvm(&["run", "--jit-threshold", "2", "--jit-stats", &path]);
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!((plain.status, plain.stdout.as_str()), (Some(0), "55\n"));
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, plain.stdout);
+    assert_eq!(
+        compiled(&run.stderr),
+        ["g", "f", "g (entry shim)"],
+        "{}",
+        run.stderr
+    );
+}
