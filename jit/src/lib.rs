@@ -46,6 +46,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, SourceLoc, UserFuncName, types};
 use cranelift_codegen::isa::unwind::UnwindInfo as ClifUnwind;
 use cranelift_codegen::settings::{self, Configurable};
@@ -371,6 +372,24 @@ impl Jit {
             if f.ret.is_some() {
                 b.ins().store(MemFlagsData::trusted(), result, base, 0);
             }
+            // The native function's depth check failed: record the error.
+            let depth_exceeded = b.create_block();
+            let done = b.create_block();
+            b.set_cold_block(depth_exceeded);
+            let over = b.ins().icmp_imm_s(
+                IntCC::Equal,
+                status,
+                translate::STATUS_DEPTH_EXCEEDED as i64,
+            );
+            b.ins().brif(over, depth_exceeded, &[], done, &[]);
+            b.switch_to_block(done);
+            b.ins().return_(&[status]);
+            b.switch_to_block(depth_exceeded);
+            let helper = self
+                .jit
+                .declare_func_in_func(self.helpers.depth_exceeded, b.func);
+            let call = b.ins().call(helper, &[vmv]);
+            let status = b.inst_results(call)[0];
             b.ins().return_(&[status]);
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());
@@ -705,7 +724,7 @@ fn declare_helpers(
         fail: declare("toy_jit_fail", &[I64, I32, I32, I32], I32)?,
         index_error: declare("toy_jit_index_error", &[I64, I32, I32, I64, I64], I32)?,
         depth_exceeded: declare("toy_jit_depth_exceeded", &[I64], I32)?,
-        push_trace: declare("toy_jit_push_trace", &[I64, I32, I32], I32)?,
+        push_trace: declare("toy_jit_push_trace", &[I64, I32, I32, I32], I32)?,
         str_cmp: declare("toy_jit_str_cmp", &[I64, I64], I64)?,
         str_len: declare("toy_jit_str_len", &[I64], I64)?,
         fmod: declare("toy_jit_fmod", &[F64, F64], F64)?,
