@@ -344,7 +344,8 @@ impl Jit {
 
     // ANCHOR: define_shim
     /// Defines the entry shim of `func`: entry ABI → native call.
-    fn define_shim(&mut self, vm: &Vm<'_>, func: u32, native: FuncId) -> Result<(), String> {
+    fn define_shim(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
+        let native = self.natives[func as usize].ok_or("no native function")?;
         let module = vm.module;
         let f = &module.functions[func as usize];
         let name = region_name(module, func, NameKind::Entry);
@@ -591,24 +592,26 @@ impl Jit {
                 continue;
             }
             let started = Instant::now();
-            match self.define_native(vm, f) {
+            let mut defined = self.define_native(vm, f);
+            if defined.is_ok() && entered.contains(&f) {
+                defined = self.define_shim(vm, f);
+            }
+            match defined {
                 Ok(()) => done.push((f, "", started.elapsed())),
                 Err(e) => self.give_up(vm, f, &e),
             }
         }
+        // Functions compiled earlier, without a shim.
         for &f in entered {
-            let Some(native) = self.natives[f as usize] else {
-                continue;
-            };
-            if self.shims[f as usize] || self.failed[f as usize] {
+            if self.natives[f as usize].is_none()
+                || self.shims[f as usize]
+                || self.failed[f as usize]
+            {
                 continue;
             }
             let started = Instant::now();
-            match self.define_shim(vm, f, native) {
-                Ok(()) => match done.iter_mut().find(|(g, _, _)| *g == f) {
-                    Some((_, _, took)) => *took += started.elapsed(),
-                    None => done.push((f, " (entry shim)", started.elapsed())),
-                },
+            match self.define_shim(vm, f) {
+                Ok(()) => done.push((f, " (entry shim)", started.elapsed())),
                 Err(e) => self.give_up(vm, f, &e),
             }
         }

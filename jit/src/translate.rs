@@ -326,11 +326,12 @@ impl Translator<'_, '_> {
             }
         };
         self.incoming = incoming_edges(&f.code, start);
-        for (&pc, &block) in &self.blocks {
-            if self.incoming.get(&pc).is_none_or(|&n| n == 0) {
-                b.seal_block(block); // unreachable
-            }
-        }
+        // Leaders nothing jumps to (the `ReturnVoid` the compiler appends
+        // after a final `return`): not translated at all.
+        let unreachable: Vec<usize> = (self.incoming.iter())
+            .filter(|&(_, &n)| n == 0)
+            .map(|(&pc, _)| pc)
+            .collect();
         let first = self.blocks[&start];
         b.ins().jump(first, &[]);
         self.edge_emitted(b, start);
@@ -338,6 +339,9 @@ impl Translator<'_, '_> {
         let mut terminated = true;
         for pc in 0..f.code.len() {
             if let Some(&block) = self.blocks.get(&pc) {
+                if unreachable.contains(&pc) {
+                    continue;
+                }
                 if !terminated {
                     b.ins().jump(block, &[]);
                     self.edge_emitted(b, pc);
@@ -428,9 +432,10 @@ impl Translator<'_, '_> {
             self.shadow_top = Some(b.ins().iadd_imm_s(depth, 1));
         }
         let nparams = self.f.params.len();
-        let zero = b.ins().iconst(types::I64, 0);
+        let mut zero = None;
         for &r in &self.f.ref_regs {
             if (r as usize) >= nparams {
+                let zero = *zero.get_or_insert_with(|| b.ins().iconst(types::I64, 0));
                 b.ins().store(flags(), zero, base, slot_offset(r as usize));
             }
         }
