@@ -66,11 +66,13 @@ use translate::{Env, HelperIds, Variant};
 
 // ANCHOR: default_threshold
 /// Default `--jit-threshold`: calls plus back-edges before a function is
-/// compiled. A compile costs about 50-100 µs, roughly what the interpreter
-/// spends on 1000 calls of a small function or 1000 iterations of a small
-/// loop, so by the time a function tiers up it has already proven it runs
-/// long enough to repay the compile, and functions run a handful of times
-/// (set-up code, error paths) never pay for one.
+/// compiled. A small function compiles in about 70 µs
+/// (`bench/compile_latency.sh`; `nbody`'s `advance` about 0.6 ms), a few
+/// times what the interpreter spends on 1000 calls of a small function or
+/// 1000 iterations of a small loop (about 20 µs): by the time a function
+/// tiers up it has shown that it runs often enough to repay the compile
+/// soon, and functions run a handful of times (set-up code, error paths)
+/// never pay for one.
 pub const DEFAULT_THRESHOLD: u32 = 1000;
 // ANCHOR_END: default_threshold
 
