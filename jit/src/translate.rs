@@ -236,7 +236,7 @@ struct Translator<'a, 'j> {
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     /// The shared cold blocks that record an error, then leave through
-    /// `error_exit`.
+    /// `error_exit` (filled at the end, see `fill_error_blocks`).
     errors: ErrorBlocks,
     variant: Variant,
     /// Length and element pointer already loaded for an array reference
@@ -261,6 +261,17 @@ struct ErrorBlocks {
     index: Option<Block>,
     /// `(pc: i32)`: an inlined callee would exceed the depth limit.
     inline_too_deep: Option<Block>,
+}
+
+/// A new cold block with parameters of types `params`, for one of the
+/// [`ErrorBlocks`] (`Translator::fill_error_blocks` emits its body).
+fn cold_block(b: &mut FunctionBuilder<'_>, params: &[ir::Type]) -> Block {
+    let block = b.create_block();
+    b.set_cold_block(block);
+    for &ty in params {
+        b.append_block_param(block, ty);
+    }
+    block
 }
 
 /// Byte offset of register `r` in a frame.
@@ -354,6 +365,7 @@ impl Translator<'_, '_> {
             b.set_srcloc(SourceLoc::new(pc as u32));
             terminated = self.instruction(b, pc);
         }
+        self.fill_error_blocks(b);
         // The shared error blocks, and any block whose count of incoming
         // edges was an overestimate (edges from unreachable code).
         b.seal_all_blocks();
@@ -563,35 +575,14 @@ impl Translator<'_, '_> {
         }
     }
 
+    /// The shared cold block returning `STATUS_ERROR` (its body comes at
+    /// the end, see [`Translator::fill_error_blocks`]).
     fn error_exit(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
-        if let Some(block) = self.error_exit {
-            return block;
-        }
-        let block = b.create_block();
-        b.set_cold_block(block);
-        let current = b.current_block();
-        b.switch_to_block(block);
-        let one = b.ins().iconst(types::I32, 1);
-        match self.variant {
-            Variant::Native => {
-                let depth0 = self.depth0.expect("prologue ran");
-                b.ins()
-                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
-                self.restore_shadow_depth(b);
-                let zero = b.ins().iconst(types::I64, 0);
-                let zero = self.zero_of(b, zero);
-                b.ins().return_(&[zero, one]);
-            }
-            Variant::Osr { .. } => {
-                self.restore_shadow_depth(b);
-                b.ins().return_(&[one]);
-            }
-        }
-        if let Some(current) = current {
-            b.switch_to_block(current);
-        }
-        self.error_exit = Some(block);
-        block
+        *self.error_exit.get_or_insert_with(|| {
+            let block = b.create_block();
+            b.set_cold_block(block);
+            block
+        })
     }
 
     /// Continues in a fresh block when `cond` is zero; otherwise leaves
@@ -628,61 +619,69 @@ impl Translator<'_, '_> {
         b.seal_block(ok);
     }
 
-    /// A cold block with parameters of types `params` that runs `body`
-    /// and then leaves through the error exit. Not tied to any one
-    /// instruction: its source location is the function's own.
-    fn cold_error_block(
-        &mut self,
-        b: &mut FunctionBuilder<'_>,
-        params: &[ir::Type],
-        body: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>, &[Value]),
-    ) -> Block {
-        let block = b.create_block();
-        b.set_cold_block(block);
-        for &ty in params {
-            b.append_block_param(block, ty);
-        }
-        let (current, srcloc) = (b.current_block(), b.srcloc());
-        b.switch_to_block(block);
-        b.set_srcloc(SourceLoc::default());
-        let values = b.block_params(block).to_vec();
-        body(self, b, &values);
-        let exit = self.error_exit(b);
-        b.ins().jump(exit, &[]);
-        if let Some(current) = current {
-            b.switch_to_block(current);
-        }
-        b.set_srcloc(srcloc);
-        block
-    }
-
     /// The shared block raising an error code: `(pc, code)`.
     fn fail_block(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
-        if let Some(block) = self.errors.fail {
-            return block;
-        }
-        let block = self.cold_error_block(b, &[types::I32, types::I32], |t, b, p| {
-            let helper = t.helper(b, t.env.helpers.fail);
-            let func = b.ins().iconst(types::I32, t.env.func as i64);
-            b.ins().call(helper, &[t.vm, func, p[0], p[1]]);
-        });
-        self.errors.fail = Some(block);
-        block
+        *(self.errors.fail).get_or_insert_with(|| cold_block(b, &[types::I32, types::I32]))
     }
 
     /// The shared block for an index out of bounds: `(pc, index, length)`.
     fn index_error_block(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
-        if let Some(block) = self.errors.index {
-            return block;
-        }
         let params = [types::I32, types::I64, types::I64];
-        let block = self.cold_error_block(b, &params, |t, b, p| {
-            let helper = t.helper(b, t.env.helpers.index_error);
-            let func = b.ins().iconst(types::I32, t.env.func as i64);
-            b.ins().call(helper, &[t.vm, func, p[0], p[1], p[2]]);
-        });
-        self.errors.index = Some(block);
-        block
+        *(self.errors.index).get_or_insert_with(|| cold_block(b, &params))
+    }
+
+    /// The shared block for an inlined call at `(pc)` that would exceed
+    /// the depth limit.
+    fn inline_too_deep_block(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
+        *(self.errors.inline_too_deep).get_or_insert_with(|| cold_block(b, &[types::I32]))
+    }
+
+    /// Emits the bodies of the shared cold blocks in use: each calls its
+    /// helper with the function index and its parameters, then leaves
+    /// through the error exit, which returns `STATUS_ERROR` (restoring the
+    /// depth and the shadow stack). Done after the last instruction, so no
+    /// block is ever left half-filled, and not tied to any instruction: the
+    /// source location is the function's own.
+    fn fill_error_blocks(&mut self, b: &mut FunctionBuilder<'_>) {
+        b.set_srcloc(SourceLoc::default());
+        let helpers = self.env.helpers;
+        let used = [
+            (self.errors.fail, helpers.fail),
+            (self.errors.index, helpers.index_error),
+            (self.errors.inline_too_deep, helpers.push_trace),
+        ];
+        for (block, helper) in used {
+            let Some(block) = block else { continue };
+            b.switch_to_block(block);
+            let mut args = vec![self.vm, b.ins().iconst(types::I32, self.env.func as i64)];
+            args.extend_from_slice(b.block_params(block));
+            if Some(block) == self.errors.inline_too_deep {
+                // `toy_jit_push_trace`'s flag: record the depth error first.
+                args.push(b.ins().iconst(types::I32, 1));
+            }
+            let helper = self.helper(b, helper);
+            b.ins().call(helper, &args);
+            let exit = self.error_exit(b);
+            b.ins().jump(exit, &[]);
+        }
+        let Some(exit) = self.error_exit else { return };
+        b.switch_to_block(exit);
+        let one = b.ins().iconst(types::I32, 1);
+        match self.variant {
+            Variant::Native => {
+                let depth0 = self.depth0.expect("prologue ran");
+                b.ins()
+                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
+                self.restore_shadow_depth(b);
+                let zero = b.ins().iconst(types::I64, 0);
+                let zero = self.zero_of(b, zero);
+                b.ins().return_(&[zero, one]);
+            }
+            Variant::Osr { .. } => {
+                self.restore_shadow_depth(b);
+                b.ins().return_(&[one]);
+            }
+        }
     }
 
     /// After a call at `pc`: continues in a fresh block when `status` is
@@ -714,22 +713,6 @@ impl Translator<'_, '_> {
         let exit = self.error_exit(b);
         b.ins().jump(exit, &[]);
         b.switch_to_block(ok);
-    }
-
-    /// The shared block for an inlined call at `(pc)` that would exceed
-    /// the depth limit: the callee's error, then the caller's trace entry.
-    fn inline_too_deep_block(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
-        if let Some(block) = self.errors.inline_too_deep {
-            return block;
-        }
-        let block = self.cold_error_block(b, &[types::I32], |t, b, p| {
-            let push = t.helper(b, t.env.helpers.push_trace);
-            let func = b.ins().iconst(types::I32, t.env.func as i64);
-            let over = b.ins().iconst(types::I32, 1);
-            b.ins().call(push, &[t.vm, func, p[0], over]);
-        });
-        self.errors.inline_too_deep = Some(block);
-        block
     }
 
     /// Raises error `code` (see [`codes`]) at `pc` when `cond` is true.
@@ -1050,6 +1033,9 @@ impl Translator<'_, '_> {
                 // inlinable leaf has no reference registers to load them.
                 _ => {
                     inner.instruction(b, at);
+                    // `is_inlinable_leaf` admits no instruction that can
+                    // fail (`inner` never fills error blocks).
+                    debug_assert!(inner.error_exit.is_none(), "an inlined leaf can fail");
                 }
             }
         }
