@@ -14,9 +14,9 @@
 //! [`STATUS_DEPTH_EXCEEDED`] without recording anything (so the prologue
 //! has no helper call: one call costs the register allocator about as
 //! much as the rest of a small function): whoever receives that status
-//! records the error, the calling compiled code or the entry shim. While profiling, the prologue
-//! also pushes the function on the vmprof shadow stack and every exit pops
-//! it ([`crate::shadow_stack`]).
+//! records the error, the calling compiled code or the entry shim. While
+//! profiling, the prologue also pushes the function on the vmprof shadow
+//! stack and every exit pops it ([`crate::shadow_stack`]).
 //!
 //! The **OSR variant** `(vm, base) -> status` of a loop header continues an
 //! interpreted activation: its entry block loads every typed register from
@@ -26,7 +26,8 @@
 //! # Registers
 //!
 //! * `int`, `bool` and `float` registers are Cranelift variables (machine
-//!   registers after register allocation).
+//!   registers after register allocation); parameters that no instruction
+//!   assigns are plain SSA values.
 //! * Reference registers are variables too, and every definition is also
 //!   written through to the register's frame slot: that is the GC root
 //!   invariant (any instruction that can collect sees every live reference
@@ -40,7 +41,8 @@
 //! are stored to the frame first and the result is reloaded after.
 //! Errors call a helper that records the error like the interpreter
 //! (`Vm::fail` with the instruction index), then return `STATUS_ERROR`;
-//! a failing call adds the caller's trace entry. Every instruction gets its
+//! the helper calls sit in one shared cold block per kind of error
+//! (`ErrorBlocks`), and a failing call adds the caller's trace entry. Every instruction gets its
 //! bytecode index as Cranelift source location: the line tables and the
 //! `disasm --jit` listing map machine code back to bytecode and source.
 
