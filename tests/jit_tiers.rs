@@ -108,3 +108,84 @@ fn profiler_files_that_cannot_be_opened_are_reported_once_and_the_run_goes_on() 
         run.stderr
     );
 }
+
+#[test]
+fn entry_shims_are_built_on_the_first_entry_table_call() {
+    // `f` tiers up at its third call and takes `g`, which already ran, into
+    // its batch: `g` gets only its native function (`f` calls it
+    // directly). Then the interpreted `<main>` calls `g` through the entry
+    // table, which builds `g`'s shim; `<main>` never tiers up (no loop,
+    // one call).
+    let (dir, path) = script(
+        "lazy_shim",
+        "fn g(n: int) -> int {\n    let s = 0;\n    for i in 0..n { s += i; }\n    return s;\n}\nfn f(x: int) -> int { return g(0) + x; }\nlet t = f(1) + f(2) + f(3) + f(4);\nt += g(10);\nprint(t);\n",
+    );
+    let plain = common::toyvm(&["run", "--no-jit", &path]);
+    let run = common::toyvm(&["run", "--jit-threshold", "2", "--jit-stats", &path]);
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!((plain.status, plain.stdout.as_str()), (Some(0), "55\n"));
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, plain.stdout);
+    assert_eq!(
+        compiled(&run.stderr),
+        ["g", "f", "g (entry shim)"],
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_depth_limit_holds_where_compiled_code_is_entered() {
+    // A compiled function's depth check leaves the error to whoever
+    // receives its status: compiled `g` (threshold 0 and 2), or, by
+    // default, the entry shim of `f` (compiled in `<main>`'s OSR batch),
+    // called by `g`, which stays interpreted.
+    let (dir, path) = script(
+        "depth_entry",
+        "fn f(x: int) -> int { let a = [x]; return a[0]; }\nfn g(n: int) -> int { if n == 0 { return f(7); } return g(n - 1) + 0; }\nlet t = 0;\nfor i in 0..2000 { t += f(i); }\nprint(t);\nprint(g(27));\nprint(g(28));\n",
+    );
+    // The last run uses the default threshold.
+    let tiers: [&[&str]; 4] = [
+        &["--no-jit"],
+        &["--jit-threshold=0"],
+        &["--jit-threshold=2"],
+        &[],
+    ];
+    let runs: Vec<_> = tiers
+        .iter()
+        .map(|tier| {
+            let mut args = vec!["run"];
+            args.extend_from_slice(tier);
+            args.extend_from_slice(&["--jit-stats", "--max-depth", "30", &path]);
+            common::toyvm(&args)
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(dir);
+    let errors = |stderr: &str| -> String {
+        stderr
+            .lines()
+            .filter(|l| !l.starts_with("jit-stats: "))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    assert_eq!(runs[0].status, Some(1));
+    assert_eq!(runs[0].stdout, "1999000\n7\n");
+    assert!(
+        errors(&runs[0].stderr)
+            .starts_with("error: call depth exceeded the limit of 30 frames\n  at g ("),
+        "{}",
+        runs[0].stderr
+    );
+    for run in &runs[1..] {
+        assert_eq!(
+            (run.status, &run.stdout, errors(&run.stderr)),
+            (runs[0].status, &runs[0].stdout, errors(&runs[0].stderr))
+        );
+    }
+    let default = compiled(&runs[3].stderr);
+    assert!(
+        default.contains(&"f (entry shim)".to_string()) && !default.contains(&"g".to_string()),
+        "{}",
+        runs[3].stderr
+    );
+}

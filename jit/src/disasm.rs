@@ -102,9 +102,10 @@ pub fn disassemble(module: &Module) -> Result<String, String> {
     jit.listing = Some(Vec::new());
     let n = module.functions.len();
     jit.natives = vec![None; n];
+    jit.shims = vec![false; n];
     jit.failed = vec![false; n];
     let order = super::callee_first_order(module);
-    jit.compile_functions(&mut vm, &order);
+    jit.compile_functions(&mut vm, &order, &order);
     let mut out = String::new();
     for listing in jit.listing.take().unwrap_or_default() {
         listing.render(module, &mut out);

@@ -124,7 +124,8 @@ pub unsafe extern "C" fn toy_jit_index_error(
 }
 
 /// Records the depth-limit error (no trace entry: the frame never became
-/// active, as in `interp_entry`).
+/// active, as in `interp_entry`); called by an entry shim whose native
+/// function returned [`crate::translate::STATUS_DEPTH_EXCEEDED`].
 ///
 /// # Safety
 /// As for [`toy_jit_fail`].
@@ -136,13 +137,26 @@ pub unsafe extern "C" fn toy_jit_depth_exceeded(vm: *mut Vm<'_>) -> u32 {
     STATUS_ERROR
 }
 
-/// Adds the trace entry of a call at `pc` of `func` whose callee failed.
+/// Adds the trace entry of a call at `pc` of `func` whose callee failed;
+/// first records the depth-limit error if `depth_exceeded` is nonzero (the
+/// callee returned [`crate::translate::STATUS_DEPTH_EXCEEDED`]: its depth
+/// check failed and left the recording to its caller).
 ///
 /// # Safety
 /// As for [`toy_jit_fail`].
-pub unsafe extern "C" fn toy_jit_push_trace(vm: *mut Vm<'_>, func: u32, pc: u32) -> u32 {
+pub unsafe extern "C" fn toy_jit_push_trace(
+    vm: *mut Vm<'_>,
+    func: u32,
+    pc: u32,
+    depth_exceeded: u32,
+) -> u32 {
     // SAFETY: the caller's contract.
-    unsafe { (*vm).trace.push(TraceEntry { func, pc }) };
+    unsafe {
+        if depth_exceeded != 0 {
+            toy_jit_depth_exceeded(vm);
+        }
+        (*vm).trace.push(TraceEntry { func, pc });
+    }
     STATUS_ERROR
 }
 

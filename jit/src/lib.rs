@@ -10,6 +10,10 @@
 //!   an OSR variant for that loop header is compiled and the interpreter
 //!   finishes the activation in it. Threshold 0 compiles every function at
 //!   start, callees first, so compiled code calls compiled code directly.
+//! * **Lazy entry shims.** Callees compiled along with a hot function get
+//!   only their native function; their entry shim is built on their first
+//!   call through the entry table, if one ever comes (see
+//!   `Jit::compile_functions`).
 //! * **Trampolines.** With a profiler sink ([`JitOptions::perf_map`],
 //!   [`JitOptions::jitdump_dir`]), every function that is still interpreted
 //!   gets its own tiny trampoline `(vm, func, base) -> interp_entry(vm,
@@ -41,6 +45,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, SourceLoc, UserFuncName, types};
 use cranelift_codegen::isa::unwind::UnwindInfo as ClifUnwind;
 use cranelift_codegen::settings::{self, Configurable};
@@ -59,11 +64,13 @@ use translate::{Env, HelperIds, Variant};
 
 // ANCHOR: default_threshold
 /// Default `--jit-threshold`: calls plus back-edges before a function is
-/// compiled. A compile costs about 50-100 µs, roughly what the interpreter
-/// spends on 1000 calls of a small function or 1000 iterations of a small
-/// loop, so by the time a function tiers up it has already proven it runs
-/// long enough to repay the compile, and functions run a handful of times
-/// (set-up code, error paths) never pay for one.
+/// compiled. A small function compiles in about 70 µs
+/// (`bench/compile_latency.sh`; `nbody`'s `advance` about 0.6 ms), a few
+/// times what the interpreter spends on 1000 calls of a small function or
+/// 1000 iterations of a small loop (about 20 µs): by the time a function
+/// tiers up it has shown that it runs often enough to repay the compile
+/// soon, and functions run a handful of times (set-up code, error paths)
+/// never pay for one.
 pub const DEFAULT_THRESHOLD: u32 = 1000;
 // ANCHOR_END: default_threshold
 
@@ -102,6 +109,8 @@ pub struct Jit {
     array: ArrayLayout,
     /// Native function of each compiled function.
     natives: Vec<Option<FuncId>>,
+    /// Functions whose entry shim is defined (see [`Jit::ensure_shim`]).
+    shims: Vec<bool>,
     /// Functions whose compilation failed (never retried).
     failed: Vec<bool>,
     osr: HashMap<(u32, u32), Option<OsrFn>>,
@@ -191,6 +200,7 @@ impl Jit {
             interp_entry,
             array,
             natives: Vec::new(),
+            shims: Vec::new(),
             failed: Vec::new(),
             osr: HashMap::new(),
             pending: Vec::new(),
@@ -212,7 +222,7 @@ impl Jit {
         }
     }
 
-    /// Defines the native function and entry shim of `func` (not final yet).
+    /// Defines the native function of `func` (not final yet).
     fn define_native(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
         let module = vm.module;
         let call_conv = self.isa.default_call_conv();
@@ -225,11 +235,10 @@ impl Jit {
             .map_err(|e| e.to_string())?;
         self.natives[func as usize] = Some(id);
         let result = self.define_body(vm, func, id, &name, Variant::Native, Install::Nothing);
-        if let Err(e) = result {
+        if result.is_err() {
             self.natives[func as usize] = None;
-            return Err(e);
         }
-        self.define_shim(vm, func, id)
+        result
     }
 
     /// Translates and defines one function body.
@@ -319,7 +328,8 @@ impl Jit {
 
     // ANCHOR: define_shim
     /// Defines the entry shim of `func`: entry ABI → native call.
-    fn define_shim(&mut self, vm: &Vm<'_>, func: u32, native: FuncId) -> Result<(), String> {
+    fn define_shim(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
+        let native = self.natives[func as usize].ok_or("no native function")?;
         let module = vm.module;
         let f = &module.functions[func as usize];
         let name = region_name(module, func, NameKind::Entry);
@@ -347,11 +357,31 @@ impl Jit {
             if f.ret.is_some() {
                 b.ins().store(MemFlagsData::trusted(), result, base, 0);
             }
+            // The native function's depth check failed: record the error.
+            let depth_exceeded = b.create_block();
+            let done = b.create_block();
+            b.set_cold_block(depth_exceeded);
+            let over = b.ins().icmp_imm_s(
+                IntCC::Equal,
+                status,
+                translate::STATUS_DEPTH_EXCEEDED as i64,
+            );
+            b.ins().brif(over, depth_exceeded, &[], done, &[]);
+            b.switch_to_block(done);
+            b.ins().return_(&[status]);
+            b.switch_to_block(depth_exceeded);
+            let helper = self
+                .jit
+                .declare_func_in_func(self.helpers.depth_exceeded, b.func);
+            let call = b.ins().call(helper, &[vmv]);
+            let status = b.inst_results(call)[0];
             b.ins().return_(&[status]);
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());
         }
-        self.define_current(id, &name, RegionKind::JitCode, func, Install::Entry)
+        self.define_current(id, &name, RegionKind::JitCode, func, Install::Entry)?;
+        self.shims[func as usize] = true;
+        Ok(())
     }
     // ANCHOR_END: define_shim
 
@@ -521,27 +551,46 @@ impl Jit {
         order
     }
 
-    /// Compiles `funcs` (native + shim each) in one batch.
-    fn compile_functions(&mut self, vm: &mut Vm<'_>, funcs: &[u32]) {
-        let mut done = Vec::new();
-        let mut define_times = Vec::new();
+    /// Compiles `funcs` (their native functions) and the entry shims of
+    /// `entered` in one batch.
+    ///
+    /// Entry shims are lazy: most compiled functions are only ever called
+    /// from compiled code, directly, and a shim costs about a third of a
+    /// small function's compile. `entered` names the functions about to be
+    /// called through the entry table; every other function compiled here
+    /// keeps its old entry (the interpreter's, or its trampoline) with its
+    /// counter at zero, so the first entry-table call of it reaches
+    /// [`TierUp::hot_call`], which builds the shim ([`Jit::ensure_shim`]).
+    fn compile_functions(&mut self, vm: &mut Vm<'_>, funcs: &[u32], entered: &[u32]) {
+        // (function, what, time): "" for a native function (with its shim
+        // if built here too), " (entry shim)" for a shim alone.
+        let mut done: Vec<(u32, &str, Duration)> = Vec::new();
         for &f in funcs {
             if self.natives[f as usize].is_some() || self.failed[f as usize] {
                 continue;
             }
             let started = Instant::now();
-            match self.define_native(vm, f) {
-                Ok(()) => {
-                    done.push(f);
-                    define_times.push(started.elapsed());
-                }
-                Err(e) => {
-                    self.failed[f as usize] = true;
-                    eprintln!(
-                        "toyvm: JIT: cannot compile {}: {e}",
-                        vm.module.functions[f as usize].name
-                    );
-                }
+            let mut defined = self.define_native(vm, f);
+            if defined.is_ok() && entered.contains(&f) {
+                defined = self.define_shim(vm, f);
+            }
+            match defined {
+                Ok(()) => done.push((f, "", started.elapsed())),
+                Err(e) => self.give_up(vm, f, &e),
+            }
+        }
+        // Functions compiled earlier, without a shim.
+        for &f in entered {
+            if self.natives[f as usize].is_none()
+                || self.shims[f as usize]
+                || self.failed[f as usize]
+            {
+                continue;
+            }
+            let started = Instant::now();
+            match self.define_shim(vm, f) {
+                Ok(()) => done.push((f, " (entry shim)", started.elapsed())),
+                Err(e) => self.give_up(vm, f, &e),
             }
         }
         let started = Instant::now();
@@ -549,15 +598,55 @@ impl Jit {
             eprintln!("toyvm: JIT: {e}");
         }
         let finish = started.elapsed();
-        for &f in &done {
-            vm.funcs[f as usize].hotness = i32::MAX;
+        for &(f, _, _) in &done {
+            // Zero: the next entry-table call asks for the missing shim.
+            vm.funcs[f as usize].hotness = if self.shims[f as usize] { i32::MAX } else { 0 };
         }
         // Each function's time: its own IR building and code generation
-        // (native + shim) plus its share of the batch's finalize/report.
+        // (native and/or shim) plus its share of the batch's finalize/report.
         let share = finish / done.len().max(1) as u32;
-        for (&f, &took) in done.iter().zip(&define_times) {
-            self.note_time(vm, f, "", took + share);
+        for (f, what, took) in done {
+            self.note_time(vm, f, what, took + share);
         }
+    }
+
+    /// Makes `func`'s entry the shim of its native function, building the
+    /// shim now if it has none yet; false if it has no native function or
+    /// the shim cannot be built.
+    fn ensure_shim(&mut self, vm: &mut Vm<'_>, func: u32) -> bool {
+        self.compile_functions(vm, &[], &[func]);
+        self.shims[func as usize]
+    }
+
+    /// Records that `func` cannot be compiled (never retried) and says why.
+    fn give_up(&mut self, vm: &Vm<'_>, func: u32, error: &str) {
+        self.failed[func as usize] = true;
+        eprintln!(
+            "toyvm: JIT: cannot compile {}: {error}",
+            vm.module.functions[func as usize].name
+        );
+    }
+
+    /// Compiles the OSR variant of `func` at loop header `pc` and caches it
+    /// (`None` if it cannot be compiled).
+    fn compile_osr(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) {
+        let started = Instant::now();
+        let name = region_name(vm.module, func, NameKind::Osr(pc));
+        let call_conv = self.isa.default_call_conv();
+        let defined = self
+            .jit
+            .declare_function(&name, Linkage::Local, &translate::osr_signature(call_conv))
+            .map_err(|e| e.to_string())
+            .and_then(|id| {
+                self.define_body(vm, func, id, &name, Variant::Osr { pc }, Install::Osr(pc))
+            })
+            .and_then(|()| self.finish_batch(vm));
+        if let Err(e) = defined {
+            eprintln!("toyvm: JIT: cannot compile {name}: {e}");
+            self.pending.clear();
+            self.osr.insert((func, pc), None);
+        }
+        self.note_time(vm, func, &format!(" (OSR @{pc})"), started.elapsed());
     }
 
     fn note_time(&mut self, vm: &Vm<'_>, func: u32, what: &str, took: Duration) {
@@ -616,7 +705,7 @@ fn declare_helpers(
         fail: declare("toy_jit_fail", &[I64, I32, I32, I32], I32)?,
         index_error: declare("toy_jit_index_error", &[I64, I32, I32, I64, I64], I32)?,
         depth_exceeded: declare("toy_jit_depth_exceeded", &[I64], I32)?,
-        push_trace: declare("toy_jit_push_trace", &[I64, I32, I32], I32)?,
+        push_trace: declare("toy_jit_push_trace", &[I64, I32, I32, I32], I32)?,
         str_cmp: declare("toy_jit_str_cmp", &[I64, I64], I64)?,
         str_len: declare("toy_jit_str_len", &[I64], I64)?,
         fmod: declare("toy_jit_fmod", &[F64, F64], F64)?,
@@ -664,6 +753,7 @@ impl TierUp for Jit {
     fn start(&mut self, vm: &mut Vm<'_>) {
         let n = vm.module.functions.len();
         self.natives = vec![None; n];
+        self.shims = vec![false; n];
         self.failed = vec![false; n];
         let counter = self.threshold_counter();
         for rt in vm.funcs.iter_mut() {
@@ -671,7 +761,8 @@ impl TierUp for Jit {
         }
         if self.options.threshold == Some(0) {
             let order = callee_first_order(vm.module);
-            self.compile_functions(vm, &order);
+            // `<main>` is always entered through the entry table.
+            self.compile_functions(vm, &order, &[vm.module.main]);
         }
         if self.trampolines_wanted() {
             for f in 0..n as u32 {
@@ -692,9 +783,18 @@ impl TierUp for Jit {
             vm.funcs[func as usize].hotness = i32::MAX;
             return None;
         }
-        let batch = self.with_run_callees(vm, func);
-        self.compile_functions(vm, &batch);
-        self.natives[func as usize]?;
+        if self.natives[func as usize].is_some() {
+            // Compiled earlier in a batch of callees: only the shim is new.
+            if !self.ensure_shim(vm, func) {
+                return None;
+            }
+        } else {
+            let batch = self.with_run_callees(vm, func);
+            self.compile_functions(vm, &batch, &[func]);
+            if !self.shims[func as usize] {
+                return None;
+            }
+        }
         vm.entry(func)
     }
 
@@ -706,29 +806,25 @@ impl TierUp for Jit {
         // later calls run the native code from their start.
         if self.natives[func as usize].is_none() && !self.failed[func as usize] {
             let batch = self.with_run_callees(vm, func);
-            self.compile_functions(vm, &batch);
+            self.compile_functions(vm, &batch, &[]);
         }
-        if let Some(&cached) = self.osr.get(&(func, pc)) {
-            return cached;
+        if !self.osr.contains_key(&(func, pc)) {
+            self.compile_osr(vm, func, pc);
         }
-        let started = Instant::now();
-        let name = region_name(vm.module, func, NameKind::Osr(pc));
-        let call_conv = self.isa.default_call_conv();
-        let defined = self
-            .jit
-            .declare_function(&name, Linkage::Local, &translate::osr_signature(call_conv))
-            .map_err(|e| e.to_string())
-            .and_then(|id| {
-                self.define_body(vm, func, id, &name, Variant::Osr { pc }, Install::Osr(pc))
-            })
-            .and_then(|()| self.finish_batch(vm));
-        if let Err(e) = defined {
-            eprintln!("toyvm: JIT: cannot compile {name}: {e}");
-            self.pending.clear();
-            self.osr.insert((func, pc), None);
+        let osr = self.osr.get(&(func, pc)).copied().flatten();
+        if self.natives[func as usize].is_some() && !self.shims[func as usize] {
+            if osr.is_some() {
+                // This activation leaves the interpreter: the shim can wait
+                // for the first entry-table call (see `compile_functions`);
+                // another interpreted activation's back-edge lands here
+                // and gets the OSR variant.
+                vm.funcs[func as usize].hotness = 0;
+            } else {
+                // Keep interpreting this activation, but never ask again.
+                self.ensure_shim(vm, func);
+            }
         }
-        self.note_time(vm, func, &format!(" (OSR @{pc})"), started.elapsed());
-        self.osr.get(&(func, pc)).copied().flatten()
+        osr
     }
     // ANCHOR_END: hot_loop
 }
