@@ -8,6 +8,8 @@
 # Usage (from anywhere):  bench/vmprof_overhead.sh
 # Environment:
 #   RUNS=7 WARMUP=1     measured runs (after warm-up runs) of each command
+#   BENCHES="fib loop calls mandelbrot spectral nbody"
+#   TIERS="interp jit"  which toyvm tiers to measure
 #   TOYVM=path          default target/release/toyvm (built if missing)
 #   VMPROF_PYTHON=path  a python with vmprof installed (default: the test venv
 #                       target/vmprof-venv-0.6.0/bin/python if present; "" skips CPython)
@@ -18,6 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-7}
+BENCHES=${BENCHES:-"fib loop calls mandelbrot spectral nbody"}
+TIERS=${TIERS:-"interp jit"}
 WARMUP=${WARMUP:-1}
 TOYVM=${TOYVM:-target/release/toyvm}
 PEERS=${PEERS:-../shared/bench/peers}
@@ -68,20 +72,22 @@ PY
 
 echo "| benchmark | CPU s (median) | CPU s with vmprof (median) | overhead (medians) | overhead (minima) |"
 echo "|---|---:|---:|---:|---:|"
-for bench in fib loop calls mandelbrot spectral nbody; do
+for bench in $BENCHES; do
+    [[ " $TIERS " == *" interp "* ]] || break
     script=examples/scripts/bench/$bench.toy
     measure "toyvm --no-jit $bench ${INTERP_SIZE[$bench]}" \
         "$TOYVM run --no-jit $script ${INTERP_SIZE[$bench]}" \
         "$TOYVM run --no-jit --vmprof $TMP/p.prof $script ${INTERP_SIZE[$bench]}"
 done
-for bench in fib loop calls mandelbrot spectral nbody; do
+for bench in $BENCHES; do
+    [[ " $TIERS " == *" jit "* ]] || break
     script=examples/scripts/bench/$bench.toy
     measure "toyvm (JIT) $bench ${JIT_SIZE[$bench]}" \
         "$TOYVM run $script ${JIT_SIZE[$bench]}" \
         "$TOYVM run --vmprof $TMP/p.prof $script ${JIT_SIZE[$bench]}"
 done
 if [[ -n $VMPROF_PYTHON ]]; then
-    for bench in fib loop calls mandelbrot spectral nbody; do
+    for bench in $BENCHES; do
         script=$PEERS/py/$bench.py
         [[ -f $script ]] || continue
         measure "CPython + vmprof $bench ${PY_SIZE[$bench]}" \
