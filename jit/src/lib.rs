@@ -690,12 +690,10 @@ fn declare_helpers(
     jit: &mut JITModule,
     call_conv: cranelift_codegen::isa::CallConv,
 ) -> Result<HelperIds, String> {
-    use cranelift_codegen::ir::{AbiParam, Signature, types::*};
+    use cranelift_codegen::ir::types::*;
     let mut declare =
         |name: &str, params: &[cranelift_codegen::ir::Type], ret: cranelift_codegen::ir::Type| {
-            let mut sig = Signature::new(call_conv);
-            sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
-            sig.returns.push(AbiParam::new(ret));
+            let sig = translate::signature(call_conv, params, &[ret]);
             jit.declare_function(name, Linkage::Import, &sig)
                 .map_err(|e| e.to_string())
         };

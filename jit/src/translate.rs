@@ -88,39 +88,41 @@ pub fn clif_type(ty: &Type) -> ir::Type {
     }
 }
 
+/// A signature of the host calling convention from its parameter and
+/// return types.
+pub fn signature(call_conv: CallConv, params: &[ir::Type], returns: &[ir::Type]) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+    sig.returns
+        .extend(returns.iter().map(|&t| AbiParam::new(t)));
+    sig
+}
+
 // ANCHOR: native_signature
 /// The native signature of `f` (see the module docs).
 pub fn native_signature(f: &Function, call_conv: CallConv) -> Signature {
-    let mut sig = Signature::new(call_conv);
-    sig.params.push(AbiParam::new(types::I64));
-    sig.params.push(AbiParam::new(types::I64));
-    for (_, ty) in &f.params {
-        sig.params.push(AbiParam::new(clif_type(ty)));
-    }
+    // `vm` and `base`, then the parameters in their machine types.
+    let params: Vec<ir::Type> = [types::I64, types::I64]
+        .into_iter()
+        .chain(f.params.iter().map(|(_, ty)| clif_type(ty)))
+        .collect();
     let ret = f.ret.as_ref().map_or(types::I64, clif_type);
-    sig.returns.push(AbiParam::new(ret));
-    sig.returns.push(AbiParam::new(types::I32));
-    sig
+    signature(call_conv, &params, &[ret, types::I32])
 }
 // ANCHOR_END: native_signature
 
 /// The entry ABI `(vm, func, base) -> status` as a Cranelift signature.
 pub fn entry_signature(call_conv: CallConv) -> Signature {
-    let mut sig = Signature::new(call_conv);
-    sig.params.push(AbiParam::new(types::I64));
-    sig.params.push(AbiParam::new(types::I32));
-    sig.params.push(AbiParam::new(types::I64));
-    sig.returns.push(AbiParam::new(types::I32));
-    sig
+    signature(
+        call_conv,
+        &[types::I64, types::I32, types::I64],
+        &[types::I32],
+    )
 }
 
 /// The OSR signature `(vm, base) -> status`.
 pub fn osr_signature(call_conv: CallConv) -> Signature {
-    let mut sig = Signature::new(call_conv);
-    sig.params.push(AbiParam::new(types::I64));
-    sig.params.push(AbiParam::new(types::I64));
-    sig.returns.push(AbiParam::new(types::I32));
-    sig
+    signature(call_conv, &[types::I64, types::I64], &[types::I32])
 }
 
 /// The imported runtime helpers, by name (see [`crate::helpers`]).
