@@ -72,20 +72,20 @@ PY
 
 echo "| benchmark | CPU s (median) | CPU s with vmprof (median) | overhead (medians) | overhead (minima) |"
 echo "|---|---:|---:|---:|---:|"
-for bench in $BENCHES; do
-    [[ " $TIERS " == *" interp "* ]] || break
-    script=examples/scripts/bench/$bench.toy
-    measure "toyvm --no-jit $bench ${INTERP_SIZE[$bench]}" \
-        "$TOYVM run --no-jit $script ${INTERP_SIZE[$bench]}" \
-        "$TOYVM run --no-jit --vmprof $TMP/p.prof $script ${INTERP_SIZE[$bench]}"
-done
-for bench in $BENCHES; do
-    [[ " $TIERS " == *" jit "* ]] || break
-    script=examples/scripts/bench/$bench.toy
-    measure "toyvm (JIT) $bench ${JIT_SIZE[$bench]}" \
-        "$TOYVM run $script ${JIT_SIZE[$bench]}" \
-        "$TOYVM run --vmprof $TMP/p.prof $script ${JIT_SIZE[$bench]}"
-done
+# toyvm_rows TIER LABEL "FLAGS" SIZES -> one row per benchmark, if TIER is in $TIERS
+toyvm_rows() {
+    local tier=$1 label=$2 flags=$3 bench script
+    local -n sizes=$4
+    [[ " $TIERS " == *" $tier "* ]] || return 0
+    for bench in $BENCHES; do
+        script=examples/scripts/bench/$bench.toy
+        measure "$label $bench ${sizes[$bench]}" \
+            "$TOYVM run $flags $script ${sizes[$bench]}" \
+            "$TOYVM run $flags --vmprof $TMP/p.prof $script ${sizes[$bench]}"
+    done
+}
+toyvm_rows interp "toyvm --no-jit" "--no-jit" INTERP_SIZE
+toyvm_rows jit "toyvm (JIT)" "" JIT_SIZE
 if [[ -n $VMPROF_PYTHON ]]; then
     for bench in $BENCHES; do
         script=$PEERS/py/$bench.py

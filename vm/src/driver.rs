@@ -224,8 +224,9 @@ fn execute(
         vm.heap.set_stress();
     }
     vm.out.line_buffered = options.line_buffered;
-    // Profiling starts before the JIT does, so compiled code knows to write
-    // frame records for the calls it inlines (see `crate::vmprof`).
+    // Profiling starts before the JIT does, so compiled code knows whether
+    // to write frame records for the calls it inlines (`--vmprof-inlined`,
+    // see `crate::vmprof`).
     let profile = options.vmprof.as_ref().and_then(|vmprof| {
         // SAFETY: the VM is boxed (it never moves), runs on this thread
         // and lives until the end of this function, after the session:
