@@ -7,7 +7,8 @@
 #
 # Usage (from anywhere; paths are relative to the repository root):
 #   bench/run.sh                      # default sizes, all six benchmarks
-#   bench/run.sh --write              # ... and write bench/RESULTS.md (or WRITE=1)
+#   bench/run.sh --write              # ... and write bench/RESULTS.md and README's status
+#                                     # block, which summarize.py derives from it (or WRITE=1)
 #   SIZES=large bench/run.sh          # large sizes: JIT tiers and fast peers only
 #   SIZES=both RUNS=10 bench/run.sh
 #   BENCHES="fib loop" RUNS=3 bench/run.sh
@@ -270,4 +271,6 @@ done
 
 echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$VERSIONS"
 echo
-python3 bench/summarize.py "$RESULTS" ${WRITE:+--write bench/RESULTS.md} | tee "$RESULTS/summary.md"
+# shellcheck disable=SC2086 # the options are a word list
+python3 bench/summarize.py "$RESULTS" ${WRITE:+--write bench/RESULTS.md --readme README.md} \
+  | tee "$RESULTS/summary.md"
