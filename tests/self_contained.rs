@@ -87,7 +87,7 @@ fn language_sections() -> Vec<String> {
         .collect()
 }
 
-/// The section names cited as `LANGUAGE.md, "Section"` in `text`.
+/// The section names cited in `text` the way `(LANGUAGE.md, "Builtins")` cites one.
 fn cited_sections(text: &str) -> Vec<String> {
     let marker = "LANGUAGE.md, \"";
     text.match_indices(marker)
