@@ -1,6 +1,6 @@
 /* calls.c: s = add(s, i) for i in 0..n, as examples/scripts/bench/calls.toy.
  * Default n = 10000000. `noinline` keeps the call that the benchmark measures
- * (gcc -O2 would otherwise fold the loop into a formula). */
+ * (gcc -O2 would otherwise inline `add` and leave a bare addition loop). */
 #include <stdio.h>
 #include <stdlib.h>
 
