@@ -13,7 +13,7 @@
 #   TOYVM=path          default target/release/toyvm (built if missing)
 #   VMPROF_PYTHON=path  a python with vmprof installed (default: the test venv
 #                       target/vmprof-venv-0.6.0/bin/python if present; "" skips CPython)
-#   PEERS=bench/peers   the peer programs (bench/peers/py is the one used here)
+#   PEERS=bench/peers   the peer programs (only $PEERS/py/*.py is used here)
 # CPU time (user+sys, from getrusage), not wall time: the sampler's cost is CPU, and CPU
 # time is far less disturbed by other load on the machine. The profile goes to a temporary file (a real file, not /dev/null,
 # so the writer does its real work).
