@@ -7,7 +7,8 @@
 #
 # Usage (from anywhere; paths are relative to the repository root):
 #   bench/run.sh                      # default sizes, all six benchmarks
-#   bench/run.sh --write              # ... and write bench/RESULTS.md (or WRITE=1)
+#   bench/run.sh --write              # ... and write bench/RESULTS.md and README's status
+#                                     # block, which summarize.py derives from it (or WRITE=1)
 #   SIZES=large bench/run.sh          # large sizes: JIT tiers and fast peers only
 #   SIZES=both RUNS=10 bench/run.sh
 #   BENCHES="fib loop" RUNS=3 bench/run.sh
@@ -16,12 +17,12 @@
 #   RUNS=5 WARMUP=1       hyperfine --runs / --warmup
 #   SIZES=default         default | large | both
 #   BENCHES="fib loop calls mandelbrot spectral nbody"
-#   PEERS=../shared/bench/peers   the peer programs (c/ lua/ js/ py/), relative to the repo root
+#   PEERS=bench/peers     the peer programs (c/ lua/ js/ py/), relative to the repo root
 #   RESULTS=bench/results         raw data: hyperfine JSON, outputs, versions (gitignored)
 #   SKIP_BUILD=1          use the existing binary
 #   TOYVM=path            the toyvm binary (default: target/release/toyvm, built here)
 #
-# Sizes (the peers' own defaults, and the "BIG" sizes of the peers' run.sh):
+# Sizes (the defaults of examples/scripts/bench/*.toy and bench/peers/*, and the large sizes):
 #   default: fib 32, loop 1e7, calls 1e7, mandelbrot 400, spectral 250, nbody 1e5
 #            -> every toyvm tier and every peer
 #   large:   fib 40, loop 1e8, calls 1e8, mandelbrot 2000, spectral 2000, nbody 5e6
@@ -43,7 +44,7 @@ RUNS=${RUNS:-5}
 WARMUP=${WARMUP:-1}
 SIZES=${SIZES:-default}
 BENCHES=${BENCHES:-"fib loop calls mandelbrot spectral nbody"}
-PEERS=${PEERS:-../shared/bench/peers}
+PEERS=${PEERS:-bench/peers}
 RESULTS=${RESULTS:-bench/results}
 WRITE=${WRITE:-}
 for arg in "$@"; do
@@ -270,4 +271,6 @@ done
 
 echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$VERSIONS"
 echo
-python3 bench/summarize.py "$RESULTS" ${WRITE:+--write bench/RESULTS.md} | tee "$RESULTS/summary.md"
+# shellcheck disable=SC2086 # the options are a word list
+python3 bench/summarize.py "$RESULTS" ${WRITE:+--write bench/RESULTS.md --readme README.md} \
+  | tee "$RESULTS/summary.md"

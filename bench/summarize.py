@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
-"""Turn bench/run.sh's raw data into Markdown tables (stdout).
+"""Turn bench/run.sh's raw data into Markdown tables (stdout), and keep README's status
+numbers in step with bench/RESULTS.md.
 
-Usage: summarize.py RESULTS_DIR [--write bench/RESULTS.md]
+Usage:
+  summarize.py RESULTS_DIR [--write bench/RESULTS.md [--readme README.md]]
+  summarize.py --status bench/RESULTS.md             print README's status block
+  summarize.py --readme README.md bench/RESULTS.md   rewrite README's status block
 
 Reads RESULTS_DIR/{default,large}-BENCH.json and startup.json (hyperfine exports),
 rss.tsv (peak RSS in KiB), versions.txt, checks.txt and notes.txt. With --write, also
-writes the tables with a header (date, machine, versions) to the given file.
+writes the tables with a header (date, machine, versions) to the given file, and with
+--readme then rewrites the status block of README.md from that file.
+
+README's status block (between STATUS_BEGIN and STATUS_END) is a function of
+RESULTS.md alone: the geometric-mean rows of its "multiple of C" tables and the run's
+date and machine. So it is rewritten whenever RESULTS.md is, and tests/self_contained.rs
+checks that README holds exactly what `--status` prints.
 
 CPU time is user + sys (hyperfine's means): on a shared machine it is steadier than wall
 time. "× C" divides an engine's CPU time by the C peer's CPU time for the same benchmark
@@ -160,15 +170,35 @@ def startup_and_memory(results):
     return out
 
 
+def take_option(args, name):
+    """Removes `name VALUE` from `args` and returns VALUE (None if absent)."""
+    if name not in args:
+        return None
+    i = args.index(name)
+    if i + 1 >= len(args):
+        sys.exit(__doc__)
+    value = args[i + 1]
+    del args[i:i + 2]
+    return value
+
+
 def main():
     args = sys.argv[1:]
-    write = None
-    if "--write" in args:
-        i = args.index("--write")
-        if i + 1 >= len(args):
+    status = take_option(args, "--status")
+    if status is not None:
+        if args:
             sys.exit(__doc__)
-        write = args[i + 1]
-        del args[i:i + 2]
+        print(status_block(read_file(status)), end="")
+        return
+    write = take_option(args, "--write")
+    readme = take_option(args, "--readme")
+    if readme is not None and write is None:
+        # summarize.py --readme README.md bench/RESULTS.md
+        if len(args) != 1:
+            sys.exit(__doc__)
+        replace_status(readme, status_block(read_file(args[0])))
+        print("wrote the status block of %s" % readme, file=sys.stderr)
+        return
     if len(args) != 1:
         sys.exit(__doc__)
     results = args[0]
@@ -198,11 +228,14 @@ def main():
             "Re-run: `bench/run.sh --write` (see its header for options).\n" % results,
             "### Machine and versions\n",
             "\n".join("- " + v for v in versions.splitlines()) + "\n",
-            text.replace("\n## ", "\n### "),
+            ("\n" + text).replace("\n## ", "\n### ")[1:],
             END,
         ]
         replace_section(write, "\n".join(section))
         print("wrote %s" % write, file=sys.stderr)
+        if readme is not None:
+            replace_status(readme, status_block(read_file(write)))
+            print("wrote the status block of %s" % readme, file=sys.stderr)
 
 
 # The runner owns only the part of RESULTS.md between these markers; the rest
@@ -224,6 +257,95 @@ def replace_section(path, section):
         before, after = old.rstrip("\n") + "\n\n", "\n"
     with open(path, "w") as f:
         f.write(before + section + after)
+
+
+# README.md's status block: written from RESULTS.md by status_block, never by hand.
+STATUS_BEGIN = "<!-- status:begin (written by bench/summarize.py from bench/RESULTS.md) -->"
+STATUS_END = "<!-- status:end -->"
+
+
+def read_file(path):
+    with open(path) as f:
+        return f.read()
+
+
+def geomean_rows(results_md):
+    """{size set: [(engine label, geomean text)]} from the "multiple of C" tables of the
+    section bench/run.sh writes into RESULTS.md, in column order."""
+    if BEGIN not in results_md or END not in results_md:
+        sys.exit("bench/RESULTS.md has no bench/run.sh section (%s ... %s)" % (BEGIN, END))
+    section = results_md[results_md.index(BEGIN):results_md.index(END)]
+    rows, size, in_ratio_table, header = {}, None, False, None
+    for line in section.splitlines():
+        heading = line.lstrip("#").strip()
+        if line.startswith("#"):
+            size = next((s for s in SIZES if heading.lower().startswith(s + " sizes")), None)
+            in_ratio_table, header = False, None
+        elif line.startswith("CPU time as a multiple of C"):
+            in_ratio_table = True
+        elif in_ratio_table and size and line.startswith("| bench |"):
+            header = cells(line)[1:]
+        elif in_ratio_table and size and header and line.startswith("| **geomean** |"):
+            values = [v.strip("*") for v in cells(line)[1:]]
+            rows[size] = list(zip(header, values))
+            in_ratio_table = False
+    return rows
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def run_facts(results_md):
+    """The "- key: value" lines of RESULTS.md's machine-and-versions list."""
+    facts = {}
+    section = results_md[results_md.find(BEGIN):results_md.find(END)]
+    for line in section.splitlines():
+        if line.startswith("- ") and ": " in line:
+            key, value = line[2:].split(": ", 1)
+            facts.setdefault(key, value)
+    return facts
+
+
+def status_block(results_md):
+    """README's status block, markers included, for the RESULTS.md text given."""
+    rows = geomean_rows(results_md)
+    if not rows:
+        sys.exit("bench/RESULTS.md has no geometric means to report")
+    labels = []
+    for values in rows.values():
+        for label, _ in values:
+            if label not in labels and label != LABEL["c"]:
+                labels.append(label)
+    table = [["sizes"] + labels]
+    for size, values in rows.items():
+        by_label = dict(values)
+        table.append([size] + [by_label.get(label, "-") for label in labels])
+    facts = run_facts(results_md)
+    lines = [
+        STATUS_BEGIN,
+        "CPU time as a multiple of C (gcc -O2; lower is better), geometric mean over the "
+        "benchmarks, every engine measured in the same run of `bench/run.sh` on %s "
+        "(%s cores, %s); per-benchmark numbers in [`bench/RESULTS.md`](bench/RESULTS.md).\n"
+        % (facts.get("date", "an unknown date"), facts.get("nproc", "?"),
+           facts.get("cpu", "unknown CPU")),
+        "| " + " | ".join(table[0]) + " |",
+        "|---|" + "---:|" * len(labels),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
+    lines.append(STATUS_END)
+    return "\n".join(lines) + "\n"
+
+
+def replace_status(path, block):
+    """Replaces the status block of README (`path`), which must have the markers."""
+    old = read_file(path)
+    if STATUS_BEGIN not in old or STATUS_END not in old:
+        sys.exit("%s has no status block (%s ... %s)" % (path, STATUS_BEGIN, STATUS_END))
+    before = old[:old.index(STATUS_BEGIN)]
+    after = old[old.index(STATUS_END) + len(STATUS_END):].removeprefix("\n")
+    with open(path, "w") as f:
+        f.write(before + block + after)
 
 
 if __name__ == "__main__":

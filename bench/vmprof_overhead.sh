@@ -3,7 +3,7 @@
 # examples/scripts/bench with and without `--vmprof FILE` at the default 1 kHz, in the
 # interpreter (--no-jit) and the JIT tier (default tier-up), as a Markdown table. Budget:
 # at most +5% for the interpreter, +2% for the JIT. Optionally the same for CPython with the
-# PyPI vmprof (`python -m vmprof -o FILE`) on the peers in ../shared/bench/peers/py.
+# PyPI vmprof (`python -m vmprof -o FILE`) on the peers in bench/peers/py.
 #
 # Usage (from anywhere):  bench/vmprof_overhead.sh
 # Environment:
@@ -13,7 +13,7 @@
 #   TOYVM=path          default target/release/toyvm (built if missing)
 #   VMPROF_PYTHON=path  a python with vmprof installed (default: the test venv
 #                       target/vmprof-venv-0.6.0/bin/python if present; "" skips CPython)
-#   PEERS=../shared/bench/peers
+#   PEERS=bench/peers   the peer programs (only $PEERS/py/*.py is used here)
 # CPU time (user+sys, from getrusage), not wall time: the sampler's cost is CPU, and CPU
 # time is far less disturbed by other load on the machine. The profile goes to a temporary file (a real file, not /dev/null,
 # so the writer does its real work).
@@ -24,7 +24,7 @@ BENCHES=${BENCHES:-"fib loop calls mandelbrot spectral nbody"}
 TIERS=${TIERS:-"interp jit"}
 WARMUP=${WARMUP:-1}
 TOYVM=${TOYVM:-target/release/toyvm}
-PEERS=${PEERS:-../shared/bench/peers}
+PEERS=${PEERS:-bench/peers}
 DEFAULT_PY=target/vmprof-venv-0.6.0/bin/python
 VMPROF_PYTHON=${VMPROF_PYTHON-$([[ -x $DEFAULT_PY ]] && echo "$DEFAULT_PY" || echo "")}
 [[ -x $TOYVM ]] || cargo build --release --quiet

@@ -1,5 +1,5 @@
 //! The `toyvm` command line: subcommands, options, and robustness against
-//! hostile input files (LANGUAGE.md: never a panic, crash or hang).
+//! hostile input files (LANGUAGE.md, "Runtime errors": never a panic, crash or hang).
 
 mod common;
 

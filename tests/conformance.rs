@@ -10,7 +10,7 @@
 //! //? args A B    arguments after the script path
 //! ```
 //!
-//! All tiers must agree (LANGUAGE.md: identical stdout, stderr and exit
+//! All tiers must agree (LANGUAGE.md, "Overview": identical stdout, stderr and exit
 //! status), so each program's complete stderr is also compared across tiers.
 
 mod common;

@@ -224,7 +224,7 @@ pub enum LogicOp {
     Or,
 }
 
-/// The builtin functions of LANGUAGE.md.
+/// The builtin functions (LANGUAGE.md, "Builtins").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Builtin {
     Print,

@@ -8,7 +8,7 @@
 //!      |                 ^
 //! ```
 //!
-//! The first line is the contract of LANGUAGE.md. The line number is right
+//! The first line is the format of LANGUAGE.md, "Compile errors". The line number is right
 //! aligned in a gutter of at least four characters, then ` | ` and the source
 //! line. Tabs are shown as four spaces and other control characters as a
 //! space, so that the caret, which counts characters, lands under the

@@ -8,7 +8,7 @@
 //! scalar values (a tab is one column; [`crate::diag::render`] expands it
 //! for display). Counters saturate instead of overflowing.
 //!
-//! Lexical rules (LANGUAGE.md, plus the decisions written here):
+//! Lexical rules (LANGUAGE.md, "Lexical structure", in brief):
 //! - `//` comments run to the end of the line. Whitespace is space, tab,
 //!   `\r` and `\n`. A byte order mark at the very start is ignored.
 //! - Identifiers are ASCII `[A-Za-z_][A-Za-z0-9_]*`; any other character

@@ -1,4 +1,4 @@
-//! The Toy language of `LANGUAGE.md`: front end, typed bytecode,
+//! The Toy language (LANGUAGE.md, "Overview"): front end, typed bytecode,
 //! interpreter and runtime.
 //!
 //! The pipeline, one module per stage:

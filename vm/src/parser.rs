@@ -76,7 +76,7 @@ enum BinaryKind {
 }
 
 /// Precedence level (1 = loosest, 10 = tightest) and meaning of a binary
-/// operator token, per the table in LANGUAGE.md.
+/// operator token, per LANGUAGE.md, "Operators and precedence".
 fn binary_operator(kind: &TokenKind) -> Option<(u8, BinaryKind)> {
     use BinaryKind::{Arith, Logic};
     Some(match kind {

@@ -259,7 +259,7 @@ fn is_comparison(op: BinOp) -> bool {
     )
 }
 
-/// Whether `op` accepts operands of type `ty` (LANGUAGE.md's table).
+/// Whether `op` accepts operands of type `ty` (LANGUAGE.md, "Operators and precedence").
 fn operator_applies(op: BinOp, ty: &Type) -> bool {
     match op {
         BinOp::Add => matches!(ty, Type::Int | Type::Float | Type::Str),

@@ -7,7 +7,7 @@
 //! function's [`FnDecl::locals`] (parameters first, then every `let` and
 //! `for` variable in source order, each with a fresh id).
 //!
-//! The rules are those of LANGUAGE.md; the decisions taken here:
+//! The rules are those of LANGUAGE.md, "Names and scopes" to "Indexing"; in brief:
 //! - An empty array literal `[]` takes its type from what is expected where
 //!   it stands: a `let` annotation, the variable or element assigned to, a
 //!   parameter of a user function, `return` in a `-> [T]` function, the

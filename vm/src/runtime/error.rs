@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::bytecode::Module;
 
-/// Why a script stopped. `Display` gives the exact message of LANGUAGE.md
+/// Why a script stopped. `Display` gives the exact message of LANGUAGE.md, "Runtime errors"
 /// (printed after `error: `).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RuntimeError {

@@ -1,0 +1,1 @@
+// empty.js: does nothing; bench/run.sh times it as node's startup.

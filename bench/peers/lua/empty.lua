@@ -1,0 +1,1 @@
+-- empty.lua: does nothing; bench/run.sh times it as the interpreter's startup.

@@ -1,0 +1,1 @@
+# empty.py: does nothing; bench/run.sh times it as CPython's startup.
