@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""A/B: the six benchmarks under two toyvm binaries, in every tier, in one run.
+
+Usage:  bench/ab.py BEFORE AFTER [--runs N] [--size default|large]
+
+For every benchmark of examples/scripts/bench and every tier (interpreter `--no-jit`,
+default tier-up, eager `--jit-threshold 0`) it runs BEFORE and AFTER alternately N times
+(default 5), so that a change of machine load hits both alike, and prints the median and
+the minimum CPU time (user + sys, from GNU time) of each, with AFTER/BEFORE of the
+medians. Outputs of the two binaries must be identical, or it stops with an error.
+This is how a change to vm/ or jit/ shows it did not make any benchmark slower:
+keep the binary of main before the change (cp target/release/toyvm /tmp/toyvm-before).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHES = ["fib", "loop", "calls", "mandelbrot", "spectral", "nbody"]
+# The sizes bench/run.sh uses (default: every tier; large: the JIT tiers).
+SIZES = {
+    "default": {"fib": "32", "loop": "10000000", "calls": "10000000", "mandelbrot": "400",
+                "spectral": "250", "nbody": "100000"},
+    "large": {"fib": "40", "loop": "100000000", "calls": "100000000", "mandelbrot": "2000",
+              "spectral": "2000", "nbody": "5000000"},
+}
+TIERS = [("interp", ["--no-jit"]), ("default", []), ("eager", ["--jit-threshold", "0"])]
+
+
+def cpu_time(toyvm, flags, script, size):
+    with tempfile.NamedTemporaryFile("r") as report:
+        proc = subprocess.run(["/usr/bin/time", "-f", "%U %S", "-o", report.name, toyvm, "run"]
+                              + flags + [script, size], stdout=subprocess.PIPE, text=True)
+        user, sys_ = report.read().split()[-2:]
+    if proc.returncode != 0:
+        sys.exit("%s %s %s: exit %d" % (toyvm, " ".join(flags), script, proc.returncode))
+    return float(user) + float(sys_), proc.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("before")
+    ap.add_argument("after")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--size", default="default", choices=SIZES)
+    args = ap.parse_args()
+    tiers = TIERS if args.size == "default" else TIERS[1:]
+    print("| benchmark | tier | before median s | after median s | before min s | after min s | after/before |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for bench in BENCHES:
+        script = os.path.join(ROOT, "examples/scripts/bench", bench + ".toy")
+        size = SIZES[args.size][bench]
+        for tier, flags in tiers:
+            times = {"before": [], "after": []}
+            outputs = set()
+            for _ in range(args.runs):
+                for which in ("before", "after"):
+                    t, out = cpu_time(getattr(args, which), flags, script, size)
+                    times[which].append(t)
+                    outputs.add(out)
+            if len(outputs) != 1:
+                sys.exit("%s %s: the two binaries print different results" % (bench, tier))
+            b, a = statistics.median(times["before"]), statistics.median(times["after"])
+            print("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.2f |" % (
+                bench, tier, b, a, min(times["before"]), min(times["after"]), a / b if b else 0))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
