@@ -187,6 +187,7 @@ impl<'a> Inheritance<'a> {
         }
     }
 
+    // ANCHOR: inherit
     fn resolve(&self) -> Vec<Attribution> {
         let mut out: Vec<Option<Attribution>> = self.decoded.iter().map(|&(_, a)| a).collect();
         // Ranges before the first block (none in practice) keep theirs.
@@ -214,6 +215,7 @@ impl<'a> Inheritance<'a> {
             .map(|a| a.unwrap_or(Attribution::Function))
             .collect()
     }
+    // ANCHOR_END: inherit
 
     /// The attribution at the end of `block`'s only predecessor (walking
     /// back through predecessors without a location), or the function's
