@@ -12,8 +12,9 @@
 #   BENCHES="fib loop calls mandelbrot spectral nbody"
 #   TOYVM=path    default target/release/toyvm (built if missing)
 #   FREQ=999      perf sampling frequency (cpu-clock)
-# A region's symbol ends with its function's `fn` line (`toy:jit:work:/path/loop.toy:2`),
-# so a row is on the `fn` line when its srcline `file.toy:N` has that same N.
+# A region's symbol ends with its function's `fn` line (`toy:jit:work:/path/loop.toy:2`, an
+# OSR variant's with `@PC` after it), so a row is on the `fn` line when its srcline
+# `file.toy:N` has that same N. (`<main>`'s `fn` line is line 1.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHES=${BENCHES:-"fib loop calls mandelbrot spectral nbody"}
@@ -42,7 +43,7 @@ fn_line_share() {
         perf report --no-inline -i perf.jit.data --stdio --sort sym,srcline -g none -F overhead,sample,sym,srcline 2>/dev/null) |
         awk '
             $4 ~ /^toy:jit/ {
-                n = split($4, sym, ":"); fnline = sym[n]
+                n = split($4, sym, ":"); fnline = sym[n]; sub(/@.*/, "", fnline)
                 m = split($5, src, ":"); line = src[m]
                 total += $2; if (line == fnline) fn += $2
             }
