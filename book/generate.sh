@@ -129,6 +129,14 @@ for line in sys.stdin:
 '
 }
 "$TOYVM" disasm --jit book/examples/fib.toy | strip_jit_addresses >"$WORK/disasm-jit.txt"
+# Line tables: a compiled loop's machine code, with the old fallback and today's.
+line_table_listing() {
+    echo "\$ $1toyvm disasm --jit tests/line_tables/loop.toy   # toy:jit:work, machine code"
+    env $1 "$TOYVM" disasm --jit tests/line_tables/loop.toy | strip_jit_addresses |
+        awk '/^== / { p = /toy:jit:work:/ } p && m && NF; p && /^-- machine code/ { m = 1 }'
+}
+line_table_listing "TOYVM_JIT_OLD_LINE_FALLBACK=1 " >"$OUT/line-tables-before.txt"
+line_table_listing "" >"$OUT/line-tables-after.txt"
 {
     echo "\$ toyvm disasm --jit book/examples/fib.toy   # the native variant of fib, IR part"
     awk '/^== toy:jit:fib:/ { p = 1 } /^-- machine code/ { p = 0 } p' "$WORK/disasm-jit.txt"

@@ -37,6 +37,7 @@ pub mod code_memory;
 pub mod disasm;
 pub mod helpers;
 pub mod layout;
+pub mod line_table;
 pub mod names;
 pub mod system_unwind;
 pub mod translate;
@@ -131,8 +132,8 @@ struct Pending {
     func: u32,
     size: usize,
     fde: Option<FrameDescriptionEntry>,
-    /// (code offset, bytecode index) rows, sorted.
-    rows: Vec<(u32, Option<u32>)>,
+    /// (code offset, attribution) rows, sorted (see [`line_table`]).
+    rows: Vec<(u32, line_table::Attribution)>,
     /// What to install once final.
     install: Install,
 }
@@ -306,12 +307,14 @@ impl Jit {
             }
             _ => None,
         };
-        let rows = compiled
-            .buffer
-            .get_srclocs_sorted()
-            .iter()
-            .map(|s| (s.start, (!s.loc.is_default()).then(|| s.loc.bits())))
+        let ranges: Vec<_> = (compiled.buffer.get_srclocs_sorted().iter())
+            .map(|s| (s.start, s.end, s.loc))
             .collect();
+        let rows = line_table::attribute(&line_table::Compiled {
+            ranges: &ranges,
+            block_starts: &compiled.bb_starts,
+            edges: &compiled.bb_edges,
+        });
         self.jit.clear_context(&mut self.ctx);
         self.pending.push(Pending {
             id,
@@ -433,43 +436,25 @@ impl Jit {
             .map_err(|e| format!("{e:?}"))?;
         let path = vm.module.path.clone();
         // ANCHOR: line_rows
-        let mut lines: Vec<Vec<LineEntry<'_>>> = Vec::new();
-        for p in &pending {
-            let f = &vm.module.functions[p.func as usize];
-            let mut rows: Vec<LineEntry<'_>> = Vec::new();
-            for &(offset, pc) in &p.rows {
-                if offset as usize >= p.size {
-                    continue;
-                }
-                let span = pc
-                    .and_then(|pc| f.spans.get(pc as usize).copied())
-                    .unwrap_or(f.span);
-                if rows
-                    .last()
-                    .is_some_and(|r| r.line == span.line && r.column == span.col)
-                {
-                    continue;
-                }
-                rows.push(LineEntry {
-                    offset,
-                    file: &path,
-                    line: span.line,
-                    column: span.col,
-                });
-            }
-            if rows.first().is_none_or(|r| r.offset != 0) {
-                rows.insert(
-                    0,
-                    LineEntry {
-                        offset: 0,
+        let lines: Vec<Vec<LineEntry<'_>>> = (pending.iter())
+            .map(|p| {
+                let mut rows: Vec<LineEntry<'_>> = Vec::with_capacity(p.rows.len());
+                for &(offset, attribution) in &p.rows {
+                    let (line, column) = line_table::position(vm.module, p.func, attribution);
+                    let same = |r: &LineEntry<'_>| r.line == line && r.column == column;
+                    if offset as usize >= p.size || rows.last().is_some_and(same) {
+                        continue;
+                    }
+                    rows.push(LineEntry {
+                        offset,
                         file: &path,
-                        line: f.span.line,
-                        column: f.span.col,
-                    },
-                );
-            }
-            lines.push(rows);
-        }
+                        line,
+                        column,
+                    });
+                }
+                rows
+            })
+            .collect();
         // ANCHOR_END: line_rows
         let mut regions = Vec::with_capacity(pending.len());
         for (p, rows) in pending.iter().zip(&lines) {
@@ -668,6 +653,9 @@ fn make_isa() -> Result<OwnedTargetIsa, String> {
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "preserve_frame_pointers", "true")?;
     set(&mut flags, "unwind_info", "true")?;
+    // Machine block starts and edges, for the line tables' fallback
+    // (`line_table`): metadata only, the code is the same.
+    set(&mut flags, "machine_code_cfg_info", "true")?;
     set(&mut flags, "is_pic", "false")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(

@@ -48,6 +48,8 @@
 
 use std::collections::HashMap;
 
+use crate::line_table;
+
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     self, AbiParam, Block, BlockArg, FuncRef, InstBuilder, MemFlagsData, Signature, SourceLoc,
@@ -310,7 +312,7 @@ impl Translator<'_, '_> {
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         b.seal_block(entry);
-        b.set_srcloc(SourceLoc::default());
+        b.set_srcloc(line_table::function_line());
         let params = b.block_params(entry).to_vec();
         self.vm = params[0];
         self.base = params[1];
@@ -350,7 +352,7 @@ impl Translator<'_, '_> {
             } else if terminated {
                 continue; // unreachable
             }
-            b.set_srcloc(SourceLoc::new(pc as u32));
+            b.set_srcloc(line_table::site(pc));
             terminated = self.instruction(b, pc);
         }
         self.fill_error_blocks(b);
@@ -1009,6 +1011,8 @@ impl Translator<'_, '_> {
         };
         let srcloc = b.srcloc();
         for (at, op) in cf.code.iter().enumerate() {
+            // The callee's own lines (see `line_table`).
+            b.set_srcloc(line_table::inlined_site(callee as u32, at, pc));
             match *op {
                 Op::Return { src } => {
                     let v = inner.read(b, src);
