@@ -73,7 +73,7 @@ pub use registry::{
 };
 pub use sampler::{
     DEFAULT_INTERP_NAME, DEFAULT_INTERVAL, EnableOptions, MAX_INTERVAL, MIN_INTERVAL, disable,
-    enable, enable_with, is_enabled,
+    enable, enable_with, is_enabled, set_thread_filter,
 };
 pub use shadow_stack::{
     ExecuteCodeGuard, SHADOW_STACK_CAPACITY, SHADOW_STACK_DEPTH_OFFSET, SHADOW_STACK_IDS_OFFSET,
