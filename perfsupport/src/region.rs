@@ -105,10 +105,12 @@ impl<'a> CodeRegion<'a> {
         }
     }
 
-    /// The same region with call-frame information.
-    pub fn with_unwind(self, unwind: UnwindInfo<'a>) -> Self {
+    /// The same region with call-frame information: an [`UnwindInfo`] (from
+    /// Cranelift) or a [`&CallFrameInfo`](crate::unwind::CallFrameInfo) (see
+    /// [`crate::unwind`]).
+    pub fn with_unwind(self, unwind: impl Into<UnwindInfo<'a>>) -> Self {
         CodeRegion {
-            unwind: Some(unwind),
+            unwind: Some(unwind.into()),
             ..self
         }
     }
