@@ -10,9 +10,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::cranelift_like_cie;
 use gimli::X86_64;
 use gimli::write::{CallFrameInstruction, FrameDescriptionEntry};
+use perfsupport::unwind::x86_64::system_v_cie;
 use perfsupport::unwind::{PerfUnwindData, REGION_START};
 use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, RegionKind, UnwindInfo};
 use std::hint::black_box;
@@ -65,7 +65,7 @@ const BATCH: usize = 64;
 fn batched(c: &mut Criterion) {
     let code = vec![0x90u8; CODE_SIZE * BATCH];
     let names: Vec<String> = (0..BATCH).map(|i| format!("toy::function_{i}")).collect();
-    let (cie, fde, lines) = (cranelift_like_cie(), fde(), lines());
+    let (cie, fde, lines) = (system_v_cie(), fde(), lines());
     let plain: Vec<CodeRegion> = (0..BATCH)
         .map(|i| {
             let bytes = &code[i * CODE_SIZE..(i + 1) * CODE_SIZE];
@@ -110,7 +110,7 @@ fn batched(c: &mut Criterion) {
 
 fn jitdump_region(c: &mut Criterion) {
     let code = vec![0x90u8; CODE_SIZE];
-    let (cie, fde, lines) = (cranelift_like_cie(), fde(), lines());
+    let (cie, fde, lines) = (system_v_cie(), fde(), lines());
     c.bench_function("jitdump: one region with unwind + 8 line rows", |b| {
         b.iter_custom(|iters| {
             let dump =

@@ -29,7 +29,10 @@ pub mod vmprof;
 
 mod os;
 
+pub use gimli;
+
 pub use jitdump::JitDump;
 pub use perf_map::PerfMap;
 pub use region::{CodeRegion, LineEntry, RegionKind, UnwindInfo};
 pub use sink::{ProfilerSink, Profilers, SinkFailure};
+pub use unwind::CallFrameInfo;

@@ -1,5 +1,39 @@
-//! `.eh_frame` and `.eh_frame_hdr` bytes for JIT code, in the two layouts
-//! consumers need.
+//! Unwind information for JIT code: how a VM describes its stack frames,
+//! and the `.eh_frame` / `.eh_frame_hdr` bytes built from that description in
+//! the two layouts consumers need.
+//!
+//! # Describing frames
+//!
+//! A region's call-frame information is an [`UnwindInfo`]: a DWARF CIE and
+//! FDE as [`gimli::write`] types ([`gimli`] is re-exported, so the versions
+//! always match). Where they come from depends on the code generator:
+//!
+//! * **Cranelift**: `isa.create_systemv_cie()` and
+//!   `UnwindInfo::to_fde(REGION_START)`, borrowed as they are.
+//! * **Any other x86-64 code generator**: a [`CallFrameInfo`] (an owned CIE +
+//!   FDE) from [`x86_64`]: [`CallFrameInfo::x86_64_frame_pointer`] for the
+//!   standard `push rbp; mov rbp, rsp` … `pop rbp; ret` function, or
+//!   [`CallFrameInfo::x86_64_rows`] for any other prologue, described as a few
+//!   "from offset N: CFA = reg + off, reg saved at CFA − k" rows.
+//! * **No CFI**: leave the region without unwind info. The jitdump then
+//!   carries the header-only record (below), and unwinders fall back to the
+//!   frame-pointer chain, so such code must keep a frame pointer.
+//!
+//! ```
+//! use perfsupport::unwind::CallFrameInfo;
+//! use perfsupport::{CodeRegion, RegionKind};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x31, 0xc0, 0x5d, 0xc3]; // ... xor eax, eax ...
+//! let cfi = CallFrameInfo::x86_64_frame_pointer(code.len() as u32)?;
+//! let with_cfi = CodeRegion::new(code, "minijit::zero", RegionKind::JitCode).with_unwind(&cfi);
+//! let without_cfi = CodeRegion::new(code, "minijit::zero_fp", RegionKind::JitCode);
+//! # assert!(with_cfi.validate().is_ok() && without_cfi.validate().is_ok());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The two layouts
 //!
 //! Cranelift describes each function's stack frame as a gimli
 //! [`CommonInformationEntry`](gimli::write::CommonInformationEntry) plus a
@@ -75,13 +109,62 @@
 //! `__deregister_frame(ptr)`. LLVM's libunwind instead wants one FDE per call;
 //! this crate does not build that form.
 
+pub mod x86_64;
+
 use crate::region::{CodeRegion, UnwindInfo};
 use gimli::LittleEndian;
 use gimli::constants::{
     DW_EH_PE_absptr, DW_EH_PE_datarel, DW_EH_PE_pcrel, DW_EH_PE_sdata4, DW_EH_PE_udata4, DwEhPe,
 };
-use gimli::write::{Address, EhFrame, EndianVec, FrameTable, Writer};
+use gimli::write::{
+    Address, CommonInformationEntry, EhFrame, EndianVec, FrameDescriptionEntry, FrameTable, Writer,
+};
 use std::io;
+
+// ANCHOR: call_frame_info
+/// Owned call-frame information for one region: a CIE and an FDE whose
+/// address is [`REGION_START`]. Build it with [`CallFrameInfo::x86_64_frame_pointer`],
+/// [`CallFrameInfo::x86_64_rows`] or [`CallFrameInfo::new`], keep it as long
+/// as the region, and attach it with
+/// [`CodeRegion::with_unwind(&cfi)`](CodeRegion::with_unwind).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallFrameInfo {
+    cie: CommonInformationEntry,
+    fde: FrameDescriptionEntry,
+}
+// ANCHOR_END: call_frame_info
+
+impl CallFrameInfo {
+    /// Wraps a CIE and FDE built with [`gimli::write`] (for example from a
+    /// code generator that emits its own); the rules of [`UnwindInfo`] apply.
+    pub fn new(cie: CommonInformationEntry, fde: FrameDescriptionEntry) -> CallFrameInfo {
+        CallFrameInfo { cie, fde }
+    }
+
+    /// The common information entry.
+    pub fn cie(&self) -> &CommonInformationEntry {
+        &self.cie
+    }
+
+    /// The frame description entry.
+    pub fn fde(&self) -> &FrameDescriptionEntry {
+        &self.fde
+    }
+
+    /// Borrows both, as a region carries them.
+    pub fn unwind_info(&self) -> UnwindInfo<'_> {
+        UnwindInfo {
+            cie: &self.cie,
+            fde: &self.fde,
+        }
+    }
+}
+
+impl<'a> From<&'a CallFrameInfo> for UnwindInfo<'a> {
+    fn from(cfi: &'a CallFrameInfo) -> UnwindInfo<'a> {
+        cfi.unwind_info()
+    }
+}
 
 /// The relocatable FDE address meaning "the start of the region being
 /// registered" (symbol 0, addend 0). Passing it to Cranelift's

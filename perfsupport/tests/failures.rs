@@ -4,7 +4,8 @@
 mod common;
 
 use common::scratch_dir;
-use perfsupport::{CodeRegion, JitDump, PerfMap, ProfilerSink, Profilers, RegionKind};
+use perfsupport::unwind::CallFrameInfo;
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, Profilers, RegionKind};
 use std::io::{self, ErrorKind};
 use std::path::Path;
 use std::sync::Arc;
@@ -197,4 +198,101 @@ fn profilers_report_each_failure_once_and_keep_going() {
     let text = std::fs::read_to_string(dir.path().join(format!("perf-{}.map", std::process::id())))
         .unwrap();
     assert_eq!(text.lines().count(), 4, "the healthy sink got every batch");
+}
+
+/// A perf map and a jitdump in `dir`, behind one [`Profilers`].
+fn both_sinks(dir: &Path) -> Profilers {
+    let mut profilers = Profilers::new();
+    let map = PerfMap::in_dir(dir);
+    map.open().unwrap();
+    profilers.add(Box::new(map));
+    profilers.add(Box::new(JitDump::create_in(dir).unwrap()));
+    profilers
+}
+
+#[test]
+fn a_malformed_region_is_rejected_by_every_sink_alike() {
+    let dir = scratch_dir("fail-alike");
+    let profilers = both_sinks(dir.path());
+    // Unwind info for 12 bytes on 8 bytes of code: only the jitdump reads
+    // unwind info, yet the perf map must reject the batch too.
+    let wrong = CallFrameInfo::x86_64_frame_pointer(12).unwrap();
+    let lines = [LineEntry {
+        offset: 0,
+        file: "f.toy",
+        line: 1,
+        column: 0,
+    }];
+    let good = region().with_lines(&lines);
+    let cases = [
+        (
+            region().with_unwind(&wrong),
+            r#"code region "toy::f": unwind info: the FDE covers 12 bytes but the code has 8"#,
+        ),
+        (
+            CodeRegion::new(&CODE, "ab", RegionKind::JitCode),
+            r#"code region "ab": name is 2 bytes; perf ignores names shorter than 3"#,
+        ),
+        (
+            CodeRegion::new(&CODE, "toy::a\0b", RegionKind::JitCode),
+            r#"code region "toy::a\0b": name contains a NUL byte"#,
+        ),
+    ];
+    for (bad, message) in cases {
+        let failures = profilers.register(&[good, bad]);
+        let sinks: Vec<&str> = failures.iter().map(|f| f.sink.as_str()).collect();
+        assert_eq!(sinks, ["perf map", "jitdump"], "both sinks reject it");
+        for failure in &failures {
+            assert!(!failure.disabled, "nothing was written: the sink stays on");
+            assert_eq!(failure.error.kind(), ErrorKind::InvalidInput);
+            let text = failure.to_string();
+            assert!(
+                text.starts_with(&format!("{}: {message}", failure.sink)),
+                "{text} lacks {message:?}"
+            );
+            assert_eq!(
+                text.matches(&failure.sink).count(),
+                1,
+                "sink named once: {text}"
+            );
+            assert_eq!(
+                text.matches("code region").count(),
+                1,
+                "region named once: {text}"
+            );
+        }
+    }
+    assert!(profilers.finish().is_empty());
+    let pid = std::process::id();
+    let map = std::fs::read(dir.path().join(format!("perf-{pid}.map"))).unwrap();
+    assert!(
+        map.is_empty(),
+        "the perf map wrote nothing of a rejected batch"
+    );
+    let dump = std::fs::read(dir.path().join(format!("jit-{pid}.dump"))).unwrap();
+    assert_eq!(
+        dump.len(),
+        40 + 16,
+        "the jitdump holds its header and CLOSE only"
+    );
+}
+
+#[test]
+fn errors_name_the_sink_once() {
+    let dir = scratch_dir("fail-once");
+    let profilers = both_sinks(dir.path());
+    assert!(profilers.finish().is_empty());
+    let mut messages: Vec<String> = profilers
+        .register(&[region()])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    messages.sort();
+    assert_eq!(
+        messages,
+        [
+            "jitdump: already finished; profiling output disabled",
+            "perf map: closed (finished, or it could not follow a fork); profiling output disabled",
+        ]
+    );
 }

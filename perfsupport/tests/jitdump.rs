@@ -3,11 +3,12 @@
 
 mod common;
 
-use common::{SPIN_CODE, SPIN_LINES, align_up, cranelift_like_cie, frame_pointer_fde, scratch_dir};
+use common::{SPIN_CODE, SPIN_LINES, align_up, scratch_dir};
 use gimli::LittleEndian;
 use gimli::read::{BaseAddresses, EhFrame, EhFrameHdr, UnwindSection};
 use linux_perf_data::jitdump::{JitDumpReader, JitDumpRecord, JitDumpRecordType};
 use perfsupport::jitdump::format::{ELF_MACHINE, HEADER_SIZE, apply_build_id_marker};
+use perfsupport::unwind::x86_64::{frame_pointer_fde, system_v_cie};
 use perfsupport::unwind::{PerfUnwindData, REGION_START};
 use perfsupport::{CodeRegion, JitDump, LineEntry, ProfilerSink, RegionKind, UnwindInfo};
 use std::os::unix::fs::PermissionsExt;
@@ -109,8 +110,8 @@ fn every_record_reads_back_with_linux_perf_data() {
         .expect("marker mapping in /proc/self/maps");
     assert!(marker_line.contains(" r-xp "), "{marker_line}");
 
-    let cie = cranelift_like_cie();
-    let fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32);
+    let cie = system_v_cie();
+    let fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32).unwrap();
     let spin = SPIN_CODE.to_vec();
     let lines: Vec<LineEntry> = SPIN_LINES
         .iter()

@@ -15,7 +15,8 @@
 
 mod common;
 
-use common::{SPIN_CODE, SPIN_LINES, cranelift_like_cie, frame_pointer_fde};
+use common::{SPIN_CODE, SPIN_LINES};
+use perfsupport::unwind::x86_64::{frame_pointer_fde, system_v_cie};
 use perfsupport::unwind::{PerfUnwindData, REGION_START, reserved_region_size};
 use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, UnwindInfo};
 use std::path::Path;
@@ -365,8 +366,8 @@ fn run_child(work: &Path) -> Result<(), String> {
     profilers.add(Box::new(jitdump));
 
     // 2. Lay out each region with its reserved tail, then make it executable.
-    let cie = cranelift_like_cie();
-    let spin_fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32);
+    let cie = system_v_cie();
+    let spin_fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32).unwrap();
     let spin_unwind = UnwindInfo {
         cie: &cie,
         fde: &spin_fde,

@@ -62,8 +62,17 @@ fn writes_one_line_per_region_lazily_with_mode_0644() {
             "toy-tramp::main with spaces",
             RegionKind::Trampoline,
         ),
-        CodeRegion::new(&code[64..], "evil\nname\r\0x", RegionKind::Other),
+        CodeRegion::new(&code[64..], "toy::stub", RegionKind::Other),
     ];
+    // A name that would split the line is rejected, and nothing is written.
+    let evil = CodeRegion::new(&code[64..], "evil\nname", RegionKind::Other);
+    let err = map.register(&[regions[0], evil]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("\"evil\\nname\": name contains a newline"),
+        "{err}"
+    );
+    assert!(!path.exists(), "a rejected batch creates nothing");
     map.register(&regions).expect("register");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
@@ -71,7 +80,7 @@ fn writes_one_line_per_region_lazily_with_mode_0644() {
     let expected: Vec<(u64, u64, String)> = vec![
         (regions[0].start(), 11, "toy::fib".into()),
         (regions[1].start(), 27, "toy-tramp::main with spaces".into()),
-        (regions[2].start(), 236, "evil_name__x".into()),
+        (regions[2].start(), 236, "toy::stub".into()),
     ];
     assert_eq!(lines, expected);
     // Exact text, as perf and CPython's test expect it.

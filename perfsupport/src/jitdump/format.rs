@@ -15,7 +15,7 @@
 //! table), UNWINDING_INFO, then CODE_LOAD: perf attaches the pending
 //! DEBUG_INFO and UNWINDING_INFO records to the **next** CODE_LOAD.
 
-use crate::region::{CodeRegion, sanitize_name};
+use crate::region::CodeRegion;
 use crate::unwind::{EH_FRAME_HDR_SIZE, PerfUnwindData};
 
 /// File header size, and the value of its `total_size` field.
@@ -156,7 +156,7 @@ fn put_debug_entry(out: &mut Vec<u8>, address: u64, line: u32, column: u32, file
     put_u64(out, address);
     put_u32(out, line);
     put_u32(out, column);
-    out.extend_from_slice(sanitize_name(file).as_bytes());
+    out.extend_from_slice(file.as_bytes());
     out.push(0);
 }
 
@@ -194,7 +194,7 @@ pub(crate) fn put_code_load(out: &mut Vec<u8>, load: &CodeLoad<'_>, timestamp: u
     put_u64(out, region.size());
     put_u64(out, load.code_index);
     debug_assert_eq!(out.len() - start, CODE_LOAD_FIXED_SIZE);
-    out.extend_from_slice(sanitize_name(region.name).as_bytes());
+    out.extend_from_slice(region.name.as_bytes());
     out.push(0);
     let code_start = out.len();
     out.extend_from_slice(region.code);

@@ -204,7 +204,14 @@ impl ProfilerSink for JitDump {
         // Unwind payloads are pure computation: build them outside the lock.
         let unwind = regions
             .iter()
-            .map(PerfUnwindData::for_region)
+            .map(|region| {
+                PerfUnwindData::for_region(region).map_err(|err| {
+                    io::Error::new(
+                        err.kind(),
+                        format!("code region {:?}: unwind info: {err}", region.name),
+                    )
+                })
+            })
             .collect::<io::Result<Vec<_>>>()?;
         let tid = current_tid();
         let mut state = self.state.lock();
@@ -215,7 +222,7 @@ impl ProfilerSink for JitDump {
             buffer,
         } = &mut *state;
         let Some(file) = file.as_mut() else {
-            return Err(io::Error::other(format!("jitdump: {closed_because}")));
+            return Err(io::Error::other(*closed_because));
         };
         buffer.clear();
         for (region, unwind) in regions.iter().zip(&unwind) {
@@ -255,7 +262,7 @@ impl ProfilerSink for JitDump {
         let Some(mut state) = self.state.try_lock() else {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
-                "jitdump: another thread held the lock when the process forked",
+                "another thread held the lock when the process forked",
             ));
         };
         state.file = None;
