@@ -66,7 +66,10 @@ use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 pub use format::Timeval;
 pub use frame_view::{FrameView, FrameViewGuard, install_frame_view};
 pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
-pub use reader::{Profile, ReadError, Sample, parse_profile, read_profile};
+pub use reader::{
+    Profile, ReadError, Salvaged, Sample, parse_profile, read_profile, read_salvaging,
+    salvage_profile,
+};
 pub use registry::{
     CodeClass, CodeId, CodeIdCell, code_name_of, get_unique_id, register_code,
     register_code_object_class,
