@@ -62,20 +62,8 @@
 // The standard frame-pointer prologue and epilogue; see the module docs.
 #define PERFSUPPORT_UNWIND_FRAME_POINTER 1
 
-// A list of CFI steps.
-#define PERFSUPPORT_UNWIND_STEPS 2
-
-// Step: from `offset` on, CFA = `reg` + `value`.
-#define PERFSUPPORT_CFI_DEF_CFA 0
-
-// Step: from `offset` on, CFA = (the same register) + `value`.
-#define PERFSUPPORT_CFI_DEF_CFA_OFFSET 1
-
-// Step: from `offset` on, `reg`'s caller value is saved at CFA + `value`.
-#define PERFSUPPORT_CFI_SAVED_AT 2
-
-// Step: from `offset` on, `reg` holds its caller's value again.
-#define PERFSUPPORT_CFI_RESTORED 3
+// A list of CFI rows.
+#define PERFSUPPORT_UNWIND_ROWS 2
 
 // DWARF number of `rbx`.
 #define PERFSUPPORT_REG_RBX 3
@@ -89,9 +77,6 @@
 // DWARF number of `r12` (`r13`..`r15` follow).
 #define PERFSUPPORT_REG_R12 12
 
-// DWARF number of the return address column.
-#define PERFSUPPORT_REG_RA 16
-
 // Frames a shadow stack stores (deeper frames are counted, not stored).
 #define PERFSUPPORT_SHADOW_STACK_CAPACITY 1024
 
@@ -101,27 +86,37 @@
 // A set of outputs; opaque to C.
 typedef struct perfsupport_profilers perfsupport_profilers;
 
-// One CFI step; see the `PERFSUPPORT_CFI_*` operations.
-typedef struct perfsupport_cfi_step {
-  // Code offset from the region start where the rule starts to hold
-  // (the offset of the instruction *after* the one that changed it).
-  uint32_t offset;
-  // One of `PERFSUPPORT_CFI_*`.
-  uint32_t op;
-  // A DWARF register number (ignored by `DEF_CFA_OFFSET`).
+// A callee-saved register whose caller's value is on the stack.
+typedef struct perfsupport_saved_register {
+  // DWARF register number.
   uint16_t reg;
-  // The offset of the rule, in bytes.
-  int32_t value;
-} perfsupport_cfi_step;
+  // The save slot is at CFA + `cfa_offset` (-16 for the first push, ...).
+  int32_t cfa_offset;
+} perfsupport_saved_register;
+
+// The unwinding rules from `offset` on, up to the next row.
+typedef struct perfsupport_cfi_row {
+  // Offset of the first instruction the row covers (the one after the
+  // `push`, `sub rsp` or `mov rbp, rsp` that changed the rules).
+  uint32_t offset;
+  // The register the CFA is computed from (rsp, or rbp).
+  uint16_t cfa_register;
+  // CFA = `cfa_register` + `cfa_offset`.
+  int32_t cfa_offset;
+  // `saved_count` registers saved so far, or NULL when 0.
+  const struct perfsupport_saved_register *saved;
+  // Number of `saved`.
+  size_t saved_count;
+} perfsupport_cfi_row;
 
 // How to unwind one region; see the module docs.
 typedef struct perfsupport_unwind {
   // One of `PERFSUPPORT_UNWIND_*`.
   uint32_t kind;
-  // For `PERFSUPPORT_UNWIND_STEPS`: `step_count` steps sorted by offset.
-  const struct perfsupport_cfi_step *steps;
-  // Number of `steps`.
-  size_t step_count;
+  // For `PERFSUPPORT_UNWIND_ROWS`: `row_count` rows sorted by offset.
+  const struct perfsupport_cfi_row *rows;
+  // Number of `rows`.
+  size_t row_count;
 } perfsupport_unwind;
 
 // One row of a line table: from `offset` on, the code belongs to

@@ -17,7 +17,8 @@
 
 use crate::cstr;
 use crate::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
-use crate::unwind::{OwnedUnwind, perfsupport_unwind};
+use crate::unwind::perfsupport_unwind;
+use ps::unwind::CallFrameInfo;
 use ps::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, SinkFailure};
 use std::ffi::{c_char, c_int, c_void};
 use std::path::PathBuf;
@@ -135,7 +136,7 @@ struct BatchItem<'c> {
     code: &'c [u8],
     name: &'c str,
     kind: RegionKind,
-    unwind: Option<OwnedUnwind>,
+    unwind: Option<CallFrameInfo>,
     lines: Vec<LineEntry<'c>>,
 }
 
@@ -156,8 +157,7 @@ impl<'c> Batch<'c> {
                 PERFSUPPORT_KIND_OTHER => RegionKind::Other,
                 other => return Err(what(format!("unknown kind {other}"))),
             };
-            let unwind =
-                unsafe { crate::unwind::convert(region.unwind, region.size as u64, name) }?;
+            let unwind = unsafe { crate::unwind::convert(region.unwind, region.size, name) }?;
             let rows = unsafe { cstr::slice(region.lines, region.line_count, "lines") }
                 .map_err(|err| what(err.message))?;
             let mut lines = Vec::with_capacity(rows.len());
@@ -189,7 +189,7 @@ impl<'c> Batch<'c> {
                 let region =
                     CodeRegion::new(item.code, item.name, item.kind).with_lines(&item.lines);
                 match &item.unwind {
-                    Some(unwind) => region.with_unwind(unwind.as_info()),
+                    Some(unwind) => region.with_unwind(unwind.unwind_info()),
                     None => region,
                 }
             })

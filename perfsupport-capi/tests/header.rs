@@ -5,7 +5,8 @@ use std::path::Path;
 #[test]
 fn the_committed_header_is_up_to_date() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let config =
+        cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let mut generated = Vec::new();
     cbindgen::Builder::new()
         .with_crate(crate_dir)
