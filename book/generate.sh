@@ -472,4 +472,24 @@ else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi
 
+# Porting chapter: the C mini-JIT's DWARF call chain through its function
+# without frame pointer (perfsupport-capi; needs perf, cc and pkg-config).
+if command -v perf >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null; then
+    cargo build --release --quiet -p perfsupport-capi
+    mkdir -p "$WORK/minijit"
+    [[ -e $WORK/perfconfig ]] || printf '[buildid]\n\tdir = %s\n' "$WORK/buildid" >"$WORK/perfconfig"
+    cc -O2 -g -fno-omit-frame-pointer examples/c-minijit/minijit.c -o "$WORK/minijit/minijit" \
+        $(PKG_CONFIG_PATH="$ROOT/perfsupport-capi" pkg-config --cflags --libs perfsupport)
+    (cd "$WORK/minijit" && PERF_CONFIG="$WORK/perfconfig" perf record -q -k 1 -e cpu-clock --call-graph dwarf \
+        -o perf.data ./minijit --jitdump-dir . >/dev/null 2>&1 &&
+        PERF_CONFIG="$WORK/perfconfig" perf inject --jit -i perf.data -o perf.jit.data &&
+        PERF_CONFIG="$WORK/perfconfig" perf script -F ip,sym -i perf.jit.data 2>/dev/null |
+        awk 'BEGIN { RS = "" } /minijit::leaf/ { print; exit }' | sed 's/^[[:space:]]*[0-9a-f]* //') \
+        >"$OUT/minijit-dwarf-chain.txt"
+    for dump in "$WORK"/minijit/jit-*.dump; do
+        pid=${dump##*/jit-}
+        rm -f "/tmp/perf-${pid%.dump}.map"
+    done
+fi
+
 echo "generate.sh: wrote $(find "$OUT" -name "*.txt" | wc -l) files to book/src/generated/" >&2
