@@ -405,8 +405,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         [[ -z $HOT ]] || readelf -W --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
     } >"$OUT/readelf-lines-jit.txt"
 
-    # A trampoline as perf inject writes it: the live instructions, then the
-    # last 8 bytes, which the dumped copy carries XORed with the marker.
+    # A trampoline as perf inject writes it: exactly the live instructions
+    # (toyvm's trampolines differ in one immediate, so none needs a marker).
     TD="$WORK/tramp-jd"
     mkdir -p "$TD"
     perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump \
@@ -420,8 +420,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         for so in "$TD"/jitted-*.so; do
             objdump -d --no-show-raw-insn "$so" >"$TD/objdump.txt"
             awk '/>:$/ { p = 1; print; next }
-                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR"); print; p = 0
-                    print "  ...:\t(8 bytes XORed with the build-id marker: call *%r8; pop %rbp; ret)"; print ""; next }
+                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR") }
+                p && /ret/ { print; print ""; p = 0; next }
                 p' "$TD/objdump.txt"
         done | sed -e "s/jitted-$TPID-/jitted-PID-/g"
     } >"$OUT/trampoline-objdump.txt"
