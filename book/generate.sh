@@ -249,9 +249,10 @@ while off + 16 <= len(data):
               f"code_index={index} name={name!r}")
         # Only the first region's bytes are shown: later ones embed runtime
         # addresses (a call target), which would make the output unstable.
-        shown = " ".join(f"{x:02x}" for x in code[:max(0, len(code) - 8)]) if index == 0 else "..."
-        print(f"  code ({len(code)} bytes, last {min(8, len(code))} XORed with the build-id marker): "
-              + shown + " " + " ".join(["MM"] * min(8, len(code))))
+        # The dump holds the live bytes (plus 8 appended marker bytes only
+        # for a region whose bytes it already holds).
+        shown = " ".join(f"{x:02x}" for x in code) if index == 0 else "..."
+        print(f"  code ({len(code)} bytes, exactly as they run): " + shown)
         print(f"  56 + {len(name)} + 1 + {csize} = {56 + len(name) + 1 + csize} (no padding)")
     off += size
 PY
