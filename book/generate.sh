@@ -249,9 +249,10 @@ while off + 16 <= len(data):
               f"code_index={index} name={name!r}")
         # Only the first region's bytes are shown: later ones embed runtime
         # addresses (a call target), which would make the output unstable.
-        shown = " ".join(f"{x:02x}" for x in code[:max(0, len(code) - 8)]) if index == 0 else "..."
-        print(f"  code ({len(code)} bytes, last {min(8, len(code))} XORed with the build-id marker): "
-              + shown + " " + " ".join(["MM"] * min(8, len(code))))
+        # The dump holds the live bytes (plus 8 appended marker bytes only
+        # for a region whose bytes it already holds).
+        shown = " ".join(f"{x:02x}" for x in code) if index == 0 else "..."
+        print(f"  code ({len(code)} bytes, exactly as they run): " + shown)
         print(f"  56 + {len(name)} + 1 + {csize} = {56 + len(name) + 1 + csize} (no padding)")
     off += size
 PY
@@ -405,8 +406,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         [[ -z $HOT ]] || readelf -W --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
     } >"$OUT/readelf-lines-jit.txt"
 
-    # A trampoline as perf inject writes it: the live instructions, then the
-    # last 8 bytes, which the dumped copy carries XORed with the marker.
+    # A trampoline as perf inject writes it: exactly the live instructions
+    # (toyvm's trampolines differ in one immediate, so none needs a marker).
     TD="$WORK/tramp-jd"
     mkdir -p "$TD"
     perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump \
@@ -420,8 +421,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         for so in "$TD"/jitted-*.so; do
             objdump -d --no-show-raw-insn "$so" >"$TD/objdump.txt"
             awk '/>:$/ { p = 1; print; next }
-                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR"); print; p = 0
-                    print "  ...:\t(8 bytes XORed with the build-id marker: call *%r8; pop %rbp; ret)"; print ""; next }
+                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR") }
+                p && /ret/ { print; print ""; p = 0; next }
                 p' "$TD/objdump.txt"
         done | sed -e "s/jitted-$TPID-/jitted-PID-/g"
     } >"$OUT/trampoline-objdump.txt"

@@ -54,7 +54,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
-use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, UnwindInfo};
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, UnwindInfo};
 use vm::runtime::tier::{OsrFn, TierUp};
 use vm::runtime::{EntryFn, Vm};
 
@@ -127,7 +127,6 @@ pub struct Jit {
 struct Pending {
     id: FuncId,
     name: String,
-    kind: RegionKind,
     func: u32,
     size: usize,
     fde: Option<FrameDescriptionEntry>,
@@ -274,7 +273,7 @@ impl Jit {
             translate::translate(&mut builder, &mut self.jit, &env, variant);
             builder.finalize(self.jit.target_config());
         }
-        self.define_current(id, name, RegionKind::JitCode, func, install)
+        self.define_current(id, name, func, install)
     }
 
     /// Defines `self.ctx` as `id` and records it as pending.
@@ -282,7 +281,6 @@ impl Jit {
         &mut self,
         id: FuncId,
         name: &str,
-        kind: RegionKind,
         func: u32,
         install: Install,
     ) -> Result<(), String> {
@@ -316,7 +314,6 @@ impl Jit {
         self.pending.push(Pending {
             id,
             name: name.to_string(),
-            kind,
             func,
             size,
             fde,
@@ -379,7 +376,7 @@ impl Jit {
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());
         }
-        self.define_current(id, &name, RegionKind::JitCode, func, Install::Entry)?;
+        self.define_current(id, &name, func, Install::Entry)?;
         self.shims[func as usize] = true;
         Ok(())
     }
@@ -418,7 +415,7 @@ impl Jit {
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());
         }
-        self.define_current(id, &name, RegionKind::Trampoline, func, Install::Entry)
+        self.define_current(id, &name, func, Install::Entry)
     }
     // ANCHOR_END: define_trampoline
 
@@ -478,7 +475,7 @@ impl Jit {
             // `start` (the size recorded at define time), now mapped
             // read+exec and never freed (see `code_memory`).
             let code = unsafe { std::slice::from_raw_parts(start, p.size) };
-            let mut region = CodeRegion::new(code, &p.name, p.kind).with_lines(rows);
+            let mut region = CodeRegion::new(code, &p.name).with_lines(rows);
             if let (Some(cie), Some(fde)) = (&self.cie, &p.fde) {
                 region = region.with_unwind(UnwindInfo { cie, fde });
             }

@@ -14,7 +14,7 @@ use gimli::X86_64;
 use gimli::write::{CallFrameInstruction, FrameDescriptionEntry};
 use perfsupport::unwind::x86_64::system_v_cie;
 use perfsupport::unwind::{PerfUnwindData, REGION_START};
-use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, RegionKind, UnwindInfo};
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, UnwindInfo};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -49,7 +49,7 @@ fn perf_map_entry(c: &mut Criterion) {
     c.bench_function("perf map: one entry per register call", |b| {
         b.iter_custom(|iters| {
             let map = PerfMap::from_file(tempfile::tempfile().expect("tempfile"));
-            let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode);
+            let region = CodeRegion::new(&code, "toy::fibonacci");
             let started = Instant::now();
             for _ in 0..iters {
                 map.register(black_box(&[region])).expect("register");
@@ -69,7 +69,7 @@ fn batched(c: &mut Criterion) {
     let plain: Vec<CodeRegion> = (0..BATCH)
         .map(|i| {
             let bytes = &code[i * CODE_SIZE..(i + 1) * CODE_SIZE];
-            CodeRegion::new(bytes, &names[i], RegionKind::JitCode)
+            CodeRegion::new(bytes, &names[i])
         })
         .collect();
     let full: Vec<CodeRegion> = plain
@@ -115,7 +115,7 @@ fn jitdump_region(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let dump =
                 JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
-            let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode)
+            let region = CodeRegion::new(&code, "toy::fibonacci")
                 .with_unwind(UnwindInfo {
                     cie: &cie,
                     fde: &fde,
@@ -129,11 +129,10 @@ fn jitdump_region(c: &mut Criterion) {
         })
     });
     c.bench_function("unwind: perf payload only (eh_frame + hdr)", |b| {
-        let region =
-            CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode).with_unwind(UnwindInfo {
-                cie: &cie,
-                fde: &fde,
-            });
+        let region = CodeRegion::new(&code, "toy::fibonacci").with_unwind(UnwindInfo {
+            cie: &cie,
+            fde: &fde,
+        });
         b.iter(|| PerfUnwindData::for_region(black_box(&region)).expect("build"))
     });
 }

@@ -40,7 +40,7 @@
 //!   `PerfMap` for the same path is refused, because it would take our live
 //!   file for a stale one.
 //! * **Safe creation.** The file is made by
-//!   [`safe_file::create_replacing_stale`](crate::safe_file::create_replacing_stale):
+//!   rules of [`create_output_file`](crate::create_output_file):
 //!   exclusive, no symlinks, mode 0644. A file already there when we first
 //!   open comes from a dead process with our pid and is replaced. Call
 //!   [`PerfMap::open`] early at VM start-up, **before cranelift-jit defines
@@ -133,7 +133,7 @@ impl PerfMap {
     /// # Errors
     ///
     /// The creation errors of
-    /// [`crate::safe_file::create_replacing_stale`],
+    /// [`create_output_file`](crate::create_output_file),
     /// `AlreadyExists` if a sink of this process already wrote that path, and an
     /// error if the map was finished.
     pub fn open(&self) -> io::Result<()> {

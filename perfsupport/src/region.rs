@@ -15,20 +15,6 @@
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 use std::io;
 
-/// What kind of code a region holds. Sinks pass it through; it does not
-/// change the bytes perf sees, but it lets a profiler group or filter regions
-/// (for example to hide trampolines).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RegionKind {
-    /// Code compiled from a guest function by the JIT.
-    JitCode,
-    /// A small generated stub, such as a per-function interpreter-entry
-    /// trampoline that makes interpreted frames visible to native profilers.
-    Trampoline,
-    /// Any other generated code (runtime stubs, inline caches, ...).
-    Other,
-}
-
 /// DWARF call-frame information for one region, as Cranelift produces it.
 ///
 /// * `cie` comes from `isa.create_systemv_cie()`. It may be shared by all
@@ -85,8 +71,6 @@ pub struct CodeRegion<'a> {
     /// [`MIN_NAME_LEN`] bytes, without newline, carriage return or NUL
     /// (checked by [`CodeRegion::validate`]).
     pub name: &'a str,
-    /// What the code is.
-    pub kind: RegionKind,
     /// Call-frame information, if the code generator produced it.
     pub unwind: Option<UnwindInfo<'a>>,
     /// Line table rows sorted by `offset`, each offset inside the code; may be empty.
@@ -96,11 +80,10 @@ pub struct CodeRegion<'a> {
 
 impl<'a> CodeRegion<'a> {
     /// A region with no unwind information and no line table.
-    pub fn new(code: &'a [u8], name: &'a str, kind: RegionKind) -> Self {
+    pub fn new(code: &'a [u8], name: &'a str) -> Self {
         CodeRegion {
             code,
             name,
-            kind,
             unwind: None,
             lines: &[],
         }
@@ -242,12 +225,8 @@ mod tests {
     #[test]
     fn validation_rejects_bad_regions() {
         let code = [0x90u8; 8];
-        assert!(
-            CodeRegion::new(&code, "toy::ok", RegionKind::JitCode)
-                .validate()
-                .is_ok()
-        );
-        let empty = CodeRegion::new(&[], "toy::empty", RegionKind::Other);
+        assert!(CodeRegion::new(&code, "toy::ok").validate().is_ok());
+        let empty = CodeRegion::new(&[], "toy::empty");
         assert_eq!(
             empty.validate().unwrap_err().kind(),
             io::ErrorKind::InvalidInput
@@ -258,7 +237,7 @@ mod tests {
             line: 1,
             column: 0,
         }];
-        let err = CodeRegion::new(&code, "toy::f", RegionKind::JitCode)
+        let err = CodeRegion::new(&code, "toy::f")
             .with_lines(&outside)
             .validate()
             .unwrap_err();
@@ -277,7 +256,7 @@ mod tests {
                 column: 0,
             },
         ];
-        let err = CodeRegion::new(&code, "toy::f", RegionKind::JitCode)
+        let err = CodeRegion::new(&code, "toy::f")
             .with_lines(&unsorted)
             .validate()
             .unwrap_err();
@@ -288,7 +267,7 @@ mod tests {
     fn names_perf_would_drop_or_misread_are_rejected() {
         let code = [0x90u8; 8];
         let check = |name: &str| {
-            CodeRegion::new(&code, name, RegionKind::JitCode)
+            CodeRegion::new(&code, name)
                 .validate()
                 .map_err(|err| err.to_string())
         };
@@ -309,7 +288,7 @@ mod tests {
             line: 1,
             column: 0,
         }];
-        let err = CodeRegion::new(&code, "toy::f", RegionKind::JitCode)
+        let err = CodeRegion::new(&code, "toy::f")
             .with_lines(&lines)
             .validate()
             .unwrap_err();

@@ -29,7 +29,7 @@
 //!    and `perf inject`.
 //!
 //! ```
-//! use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind};
+//! use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers};
 //!
 //! # fn main() -> std::io::Result<()> {
 //! # let dir = std::env::temp_dir().join(format!("perfsupport-doc-{}", std::process::id()));
@@ -43,7 +43,7 @@
 //! // ... the JIT compiles and finalizes; `code` is the live executable bytes ...
 //! # let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
 //! let lines = [LineEntry { offset: 0, file: "fib.toy", line: 3, column: 1 }];
-//! let region = CodeRegion::new(code, "toy::fib", RegionKind::JitCode).with_lines(&lines);
+//! let region = CodeRegion::new(code, "toy::fib").with_lines(&lines);
 //! for failure in profilers.register(&[region]) {
 //!     eprintln!("toyvm: {failure}");
 //! }
@@ -283,7 +283,6 @@ impl fmt::Debug for Profilers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RegionKind;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
@@ -316,7 +315,7 @@ mod tests {
         let mut profilers = Profilers::new();
         profilers.add(Box::new(Arc::clone(&sink)));
         let code = [0xc3u8; 4];
-        let region = CodeRegion::new(&code, "toy::f", RegionKind::JitCode);
+        let region = CodeRegion::new(&code, "toy::f");
         assert!(profilers.register(&[region, region]).is_empty());
         assert!(profilers.after_fork_child().is_empty());
         assert!(profilers.finish().is_empty());

@@ -21,13 +21,13 @@
 //!
 //! ```
 //! use perfsupport::unwind::CallFrameInfo;
-//! use perfsupport::{CodeRegion, RegionKind};
+//! use perfsupport::{CodeRegion};
 //!
 //! # fn main() -> std::io::Result<()> {
 //! let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x31, 0xc0, 0x5d, 0xc3]; // ... xor eax, eax ...
 //! let cfi = CallFrameInfo::x86_64_frame_pointer(code.len() as u32)?;
-//! let with_cfi = CodeRegion::new(code, "minijit::zero", RegionKind::JitCode).with_unwind(&cfi);
-//! let without_cfi = CodeRegion::new(code, "minijit::zero_fp", RegionKind::JitCode);
+//! let with_cfi = CodeRegion::new(code, "minijit::zero").with_unwind(&cfi);
+//! let without_cfi = CodeRegion::new(code, "minijit::zero_fp");
 //! # assert!(with_cfi.validate().is_ok() && without_cfi.validate().is_ok());
 //! # Ok(())
 //! # }
@@ -211,7 +211,27 @@ impl PerfUnwindData {
         unwind: Option<UnwindInfo<'_>>,
         runtime_start: u64,
     ) -> io::Result<PerfUnwindData> {
-        build_perf(code_size, unwind, FdeBase::Runtime(runtime_start))
+        build_perf(
+            code_size,
+            code_size,
+            unwind,
+            FdeBase::Runtime(runtime_start),
+        )
+    }
+
+    /// The payload for `region` dumped as `dumped_size` bytes (its code plus
+    /// a build-id marker, see [`crate::jitdump`]): perf places `.eh_frame`
+    /// after the dumped bytes, while the FDE still covers only the code.
+    pub(crate) fn for_dumped_region(
+        region: &CodeRegion<'_>,
+        dumped_size: u64,
+    ) -> io::Result<PerfUnwindData> {
+        build_perf(
+            region.size(),
+            dumped_size,
+            region.unwind,
+            FdeBase::Runtime(region.start()),
+        )
     }
 
     /// Builds the payload for `region` (its start and size).
@@ -256,14 +276,18 @@ impl PerfUnwindData {
 ///
 /// As [`PerfUnwindData::build`].
 pub fn perf_unwind_data_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> io::Result<u64> {
-    let data = build_perf(code_size, unwind, FdeBase::AnyAddress)?;
+    let data = build_perf(code_size, code_size, unwind, FdeBase::AnyAddress)?;
     Ok(data.bytes.len() as u64)
 }
 
 // ANCHOR: reserved_region_size
 /// Bytes the VM must reserve for a region so that the range perf maps for it,
-/// `[start, start + ALIGN8(code_size) + mapped_size)`, never overlaps the next
-/// region: `ALIGN16(ALIGN8(code_size) + unwind_data_size)`.
+/// `[start, start + ALIGN8(dumped_size) + mapped_size)`, never overlaps the
+/// next region: `ALIGN16(ALIGN8(code_size + MARKER_LEN) + unwind_data_size)`.
+/// The dumped size is the code size, plus
+/// [`MARKER_LEN`](crate::jitdump::MARKER_LEN) for a region whose bytes the
+/// jitdump already holds (see [`crate::jitdump`]'s build-id markers); the
+/// VM cannot know in advance, so it always reserves the marker.
 ///
 /// The reserved tail (after the code) may hold anything; copying the unwind
 /// payload there, as V8 and CPython do, is optional. If the VM cannot pad
@@ -276,7 +300,7 @@ pub fn perf_unwind_data_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> 
 /// As [`PerfUnwindData::build`].
 pub fn reserved_region_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> io::Result<u64> {
     let unwind_size = perf_unwind_data_size(code_size, unwind)?;
-    let unpadded = align_up(code_size, 8) + unwind_size;
+    let unpadded = align_up(code_size + crate::jitdump::MARKER_LEN as u64, 8) + unwind_size;
     Ok(align_up(unpadded, 16))
 }
 // ANCHOR_END: reserved_region_size
@@ -321,21 +345,24 @@ enum FdeBase {
 }
 
 // ANCHOR: build_perf
-/// Builds the perf payload; see [`PerfUnwindData::build`].
+/// Builds the perf payload (see [`PerfUnwindData::build`]) for `code_size`
+/// bytes of code dumped as `text_size` bytes (the code and any build-id
+/// marker): perf's `.text` is the dumped bytes.
 fn build_perf(
     code_size: u64,
+    text_size: u64,
     unwind: Option<UnwindInfo<'_>>,
     base: FdeBase,
 ) -> io::Result<PerfUnwindData> {
-    if code_size > i32::MAX as u64 {
+    if text_size > i32::MAX as u64 || code_size > text_size {
         return Err(invalid("code regions of 2 GiB or more are not supported"));
     }
     let Some(unwind) = unwind else {
         return Ok(header_only());
     };
-    // Virtual addresses of perf's layout: code at 0, .eh_frame right after
-    // the code padded to 8.
-    let code_padded = align_up(code_size, 8);
+    // Virtual addresses of perf's layout: the dumped bytes at 0, .eh_frame
+    // right after them padded to 8.
+    let code_padded = align_up(text_size, 8);
     let mut writer = LayoutWriter::new(code_padded);
     writer.rebase(0, code_size, base);
     write_cie_fde(&mut writer, unwind, PCREL_SDATA4)?;

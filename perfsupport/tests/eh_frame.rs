@@ -9,13 +9,14 @@ use gimli::read::{
 };
 use gimli::write::Address;
 use gimli::{LittleEndian, X86_64};
+use perfsupport::jitdump::MARKER_LEN;
 use perfsupport::unwind::CallFrameInfo;
 use perfsupport::unwind::x86_64::{CfiRow, SavedRegister, frame_pointer_fde, system_v_cie};
 use perfsupport::unwind::{
     EH_FRAME_HDR_SIZE, PerfUnwindData, REGION_START, eh_frame_for_register_frame,
     perf_unwind_data_size, reserved_region_size,
 };
-use perfsupport::{CodeRegion, RegionKind, UnwindInfo};
+use perfsupport::{CodeRegion, UnwindInfo};
 use std::io;
 
 /// The CFA rule and `rbp` rule expected at `offset` into a `push rbp;
@@ -150,7 +151,11 @@ fn perf_layout_parses_with_gimli_and_matches_cpython_invariants() {
 
         assert_eq!(
             reserved_region_size(code_size, Some(unwind)).unwrap(),
-            align_up(align_up(code_size, 8) + data.bytes().len() as u64, 16)
+            align_up(
+                align_up(code_size + MARKER_LEN as u64, 8) + data.bytes().len() as u64,
+                16
+            ),
+            "room for the code, a build-id marker and the unwind payload"
         );
     }
 }
@@ -235,12 +240,12 @@ fn register_frame_layout_uses_absolute_addresses() {
     let fde_second = frame_pointer_fde(Address::Constant(second.as_ptr() as u64), 40).unwrap();
     let plain = [0xc3u8; 4];
     let regions = [
-        CodeRegion::new(&first, "toy::first", RegionKind::JitCode).with_unwind(UnwindInfo {
+        CodeRegion::new(&first, "toy::first").with_unwind(UnwindInfo {
             cie: &cie,
             fde: &fde_first,
         }),
-        CodeRegion::new(&plain, "toy::no_cfi", RegionKind::Trampoline),
-        CodeRegion::new(&second, "toy::second", RegionKind::JitCode).with_unwind(UnwindInfo {
+        CodeRegion::new(&plain, "toy::no_cfi"),
+        CodeRegion::new(&second, "toy::second").with_unwind(UnwindInfo {
             cie: &cie,
             fde: &fde_second,
         }),

@@ -5,7 +5,7 @@ mod common;
 
 use common::scratch_dir;
 use perfsupport::unwind::CallFrameInfo;
-use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, Profilers, RegionKind};
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, Profilers};
 use std::io::{self, ErrorKind};
 use std::path::Path;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const CODE: [u8; 8] = [0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3, 0xcc];
 
 fn region() -> CodeRegion<'static> {
-    CodeRegion::new(&CODE, "toy::f", RegionKind::JitCode)
+    CodeRegion::new(&CODE, "toy::f")
 }
 
 fn dev_full() -> std::fs::File {
@@ -187,7 +187,7 @@ fn profilers_report_each_failure_once_and_keep_going() {
     assert_eq!(profilers.active_sinks(), ["perf map"]);
 
     // Invalid input is reported every time but does not disable anything.
-    let empty = CodeRegion::new(&[], "toy::empty", RegionKind::Other);
+    let empty = CodeRegion::new(&[], "toy::empty");
     let failures = profilers.register(&[empty]);
     assert_eq!(failures.len(), 1);
     assert!(!failures[0].disabled);
@@ -230,11 +230,11 @@ fn a_malformed_region_is_rejected_by_every_sink_alike() {
             r#"code region "toy::f": unwind info: the FDE covers 12 bytes but the code has 8"#,
         ),
         (
-            CodeRegion::new(&CODE, "ab", RegionKind::JitCode),
+            CodeRegion::new(&CODE, "ab"),
             r#"code region "ab": name is 2 bytes; perf ignores names shorter than 3"#,
         ),
         (
-            CodeRegion::new(&CODE, "toy::a\0b", RegionKind::JitCode),
+            CodeRegion::new(&CODE, "toy::a\0b"),
             r#"code region "toy::a\0b": name contains a NUL byte"#,
         ),
     ];
@@ -295,4 +295,32 @@ fn errors_name_the_sink_once() {
             "perf map: closed (finished, or it could not follow a fork); profiling output disabled",
         ]
     );
+}
+
+#[test]
+fn create_output_file_is_safe_for_the_vms_own_outputs() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("fail-output");
+    let path = dir.path().join("flame.svg");
+    std::fs::write(&path, "an earlier run's output").unwrap();
+    let mut file = perfsupport::create_output_file(&path).expect("replaces our own file");
+    file.write_all(b"<svg/>").unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "readable by all, writable by the owner only");
+    // SAFETY: F_GETFD on a descriptor we own reads its flags, nothing else.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFD) };
+    assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC, "close-on-exec");
+
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let link = dir.path().join("report.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let err = perfsupport::create_output_file(&link).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let err = perfsupport::create_output_file(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }

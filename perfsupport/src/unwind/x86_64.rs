@@ -21,13 +21,13 @@
 //!
 //! ```
 //! use perfsupport::unwind::CallFrameInfo;
-//! use perfsupport::{CodeRegion, RegionKind};
+//! use perfsupport::{CodeRegion};
 //!
 //! # fn main() -> std::io::Result<()> {
 //! // push rbp; mov rbp, rsp; dec rdi; jnz -5; pop rbp; ret
 //! let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x48, 0xff, 0xcf, 0x75, 0xfb, 0x5d, 0xc3];
 //! let cfi = CallFrameInfo::x86_64_frame_pointer(code.len() as u32)?;
-//! let region = CodeRegion::new(code, "minijit::spin", RegionKind::JitCode).with_unwind(&cfi);
+//! let region = CodeRegion::new(code, "minijit::spin").with_unwind(&cfi);
 //! assert!(region.validate().is_ok());
 //! # Ok(())
 //! # }

@@ -43,19 +43,23 @@
 //!
 //! Modules, one job each: [`format`](mod@format) (the file format, as a spec),
 //! [`names`] (code names), [`registry`] (ids), [`shadow_stack`] (what runs
-//! now), [`frame_view`] (what runs now, read from the VM's frames), [`ring`] (signal handler → writer buffer), [`sampler`] (timer,
-//! handler, sessions), [`writer`] (the writer thread), [`reader`] (parsing
-//! profiles back).
+//! now), [`frame_view`] (what runs now, read from the VM's frames),
+//! [`sampler`] (timer, handler, sessions), [`reader`] (parsing profiles
+//! back). Private: the ring buffer from the signal handler to the writer
+//! thread, and the writer thread itself.
 
 pub mod format;
 pub mod frame_view;
 pub mod names;
 pub mod reader;
 pub mod registry;
-pub mod ring;
+mod ring;
 pub mod sampler;
 pub mod shadow_stack;
-pub mod writer;
+mod writer;
+
+#[cfg(test)]
+mod reader_fuzz;
 
 use std::fmt;
 use std::path::Path;
@@ -84,8 +88,8 @@ pub use shadow_stack::{
 };
 pub use writer::ProfileSummary;
 
-/// Starts profiling into a file at `path` created by
-/// [`crate::safe_file::create_replacing_stale`]: a new inode with mode 0644,
+/// Starts profiling into a file at `path` created like
+/// [`create_output_file`](crate::create_output_file): a new inode with mode 0644,
 /// close-on-exec, never reached through a symlink. A regular file of ours
 /// already at `path` is replaced; a symlink, a directory, a device or another
 /// user's file there is an error, as is a missing or read-only directory.
