@@ -259,7 +259,6 @@ int main(int argc, char **argv) {
             .code = fs[i].code,
             .size = fs[i].size,
             .name = fs[i].name,
-            .kind = PERFSUPPORT_KIND_JIT_CODE,
             /* --no-cfi: the negative control, leaf without CFI. */
             .unwind = (i == 0 && !with_cfi) ? NULL : &unwinds[i],
             .lines = fs[i].lines,

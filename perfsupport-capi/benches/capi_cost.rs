@@ -9,7 +9,7 @@
 //! their ratio). Each figure is the best of several rounds.
 
 use ps::unwind::CallFrameInfo;
-use ps::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, Profilers, RegionKind};
+use ps::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, Profilers};
 use std::ffi::{CString, c_char, c_int, c_uint, c_void};
 use std::time::Instant;
 
@@ -33,7 +33,6 @@ struct CRegion {
     code: *const c_void,
     size: usize,
     name: *const c_char,
-    kind: u32,
     unwind: *const CUnwind,
     lines: *const CLine,
     line_count: usize,
@@ -110,7 +109,7 @@ fn main() {
     });
     let rust_map_sink = PerfMap::in_dir(&rust_dir);
     let rust_map = best_ns(rounds, calls, || {
-        let region = CodeRegion::new(&code, name, RegionKind::JitCode);
+        let region = CodeRegion::new(&code, name);
         rust_map_sink.register(&[region]).unwrap();
     });
 
@@ -134,7 +133,6 @@ fn main() {
         code: code.as_ptr().cast(),
         size: code.len(),
         name: cname.as_ptr(),
-        kind: 0,
         unwind: &c_unwind,
         lines: c_lines.as_ptr(),
         line_count: c_lines.len(),
@@ -165,7 +163,7 @@ fn main() {
     let rust_dump = best_ns(rounds, calls, || {
         // Built per call, as the C API builds it per call.
         let cfi = CallFrameInfo::x86_64_frame_pointer(code.len() as u32).unwrap();
-        let region = CodeRegion::new(&code, name, RegionKind::JitCode)
+        let region = CodeRegion::new(&code, name)
             .with_unwind(&cfi)
             .with_lines(&lines);
         assert!(profilers.register(&[region]).is_empty());

@@ -47,15 +47,6 @@
 // Output: `<jitdump_dir>/jit-<pid>.dump` for `perf inject --jit`.
 #define PERFSUPPORT_OUTPUT_JITDUMP 2
 
-// Region kind: code compiled from a guest function.
-#define PERFSUPPORT_KIND_JIT_CODE 0
-
-// Region kind: a small stub such as an interpreter-entry trampoline.
-#define PERFSUPPORT_KIND_TRAMPOLINE 1
-
-// Region kind: any other generated code.
-#define PERFSUPPORT_KIND_OTHER 2
-
 // No CFI (the same as a NULL `unwind` pointer).
 #define PERFSUPPORT_UNWIND_NONE 0
 
@@ -140,8 +131,6 @@ typedef struct perfsupport_region {
   size_t size;
   // Symbol name, e.g. `minijit::fib` (NUL-terminated UTF-8).
   const char *name;
-  // One of `PERFSUPPORT_KIND_*`.
-  uint32_t kind;
   // How to unwind it, or NULL for no CFI.
   const struct perfsupport_unwind *unwind;
   // `line_count` rows, or NULL when `line_count` is 0.

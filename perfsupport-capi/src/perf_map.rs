@@ -25,7 +25,7 @@
 use crate::cstr;
 use crate::error::{Error, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
 use parking_lot::Mutex;
-use ps::{CodeRegion, PerfMap, ProfilerSink, RegionKind};
+use ps::{CodeRegion, PerfMap, ProfilerSink};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// The process-wide map of the trio.
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn perfsupport_write_perf_map_entry(
         let name = unsafe { cstr::utf8(entry_name, "entry_name") }?;
         // SAFETY: the caller's contract (`code_size` readable bytes).
         let code = unsafe { cstr::slice(code_addr.cast::<u8>(), code_size as usize, "code_addr") }?;
-        let region = CodeRegion::new(code, name, RegionKind::JitCode);
+        let region = CodeRegion::new(code, name);
         let mut slot = MAP.lock();
         let map = ensure_open(&mut slot)?;
         map.register(&[region])

@@ -19,7 +19,7 @@ use crate::cstr;
 use crate::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
 use crate::unwind::perfsupport_unwind;
 use ps::unwind::CallFrameInfo;
-use ps::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, SinkFailure};
+use ps::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, SinkFailure};
 use std::ffi::{c_char, c_int, c_void};
 use std::path::PathBuf;
 
@@ -27,13 +27,6 @@ use std::path::PathBuf;
 pub const PERFSUPPORT_OUTPUT_PERF_MAP: u32 = 1;
 /// Output: `<jitdump_dir>/jit-<pid>.dump` for `perf inject --jit`.
 pub const PERFSUPPORT_OUTPUT_JITDUMP: u32 = 2;
-
-/// Region kind: code compiled from a guest function.
-pub const PERFSUPPORT_KIND_JIT_CODE: u32 = 0;
-/// Region kind: a small stub such as an interpreter-entry trampoline.
-pub const PERFSUPPORT_KIND_TRAMPOLINE: u32 = 1;
-/// Region kind: any other generated code.
-pub const PERFSUPPORT_KIND_OTHER: u32 = 2;
 
 /// One row of a line table: from `offset` on, the code belongs to
 /// `file:line`.
@@ -60,8 +53,6 @@ pub struct perfsupport_region {
     pub size: usize,
     /// Symbol name, e.g. `minijit::fib` (NUL-terminated UTF-8).
     pub name: *const c_char,
-    /// One of `PERFSUPPORT_KIND_*`.
-    pub kind: u32,
     /// How to unwind it, or NULL for no CFI.
     pub unwind: *const perfsupport_unwind,
     /// `line_count` rows, or NULL when `line_count` is 0.
@@ -135,7 +126,6 @@ struct Batch<'c> {
 struct BatchItem<'c> {
     code: &'c [u8],
     name: &'c str,
-    kind: RegionKind,
     unwind: Option<CallFrameInfo>,
     lines: Vec<LineEntry<'c>>,
 }
@@ -151,12 +141,6 @@ impl<'c> Batch<'c> {
             let what = |problem: String| Error::invalid(format!("code region {name:?}: {problem}"));
             let code = unsafe { cstr::slice(region.code.cast::<u8>(), region.size, "code") }
                 .map_err(|err| what(err.message))?;
-            let kind = match region.kind {
-                PERFSUPPORT_KIND_JIT_CODE => RegionKind::JitCode,
-                PERFSUPPORT_KIND_TRAMPOLINE => RegionKind::Trampoline,
-                PERFSUPPORT_KIND_OTHER => RegionKind::Other,
-                other => return Err(what(format!("unknown kind {other}"))),
-            };
             let unwind = unsafe { crate::unwind::convert(region.unwind, region.size, name) }?;
             let rows = unsafe { cstr::slice(region.lines, region.line_count, "lines") }
                 .map_err(|err| what(err.message))?;
@@ -174,7 +158,6 @@ impl<'c> Batch<'c> {
             items.push(BatchItem {
                 code,
                 name,
-                kind,
                 unwind,
                 lines,
             });
@@ -186,8 +169,7 @@ impl<'c> Batch<'c> {
         self.items
             .iter()
             .map(|item| {
-                let region =
-                    CodeRegion::new(item.code, item.name, item.kind).with_lines(&item.lines);
+                let region = CodeRegion::new(item.code, item.name).with_lines(&item.lines);
                 match &item.unwind {
                     Some(unwind) => region.with_unwind(unwind.unwind_info()),
                     None => region,
