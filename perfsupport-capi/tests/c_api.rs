@@ -72,7 +72,7 @@ fn sampling_a_dlopened_library_never_touches_unattached_threads() {
         .find_map(|w| w.strip_prefix("samples="))
         .and_then(|n| n.parse().ok())
         .expect("samples=N");
-    // 0.4 s of CPU at 50 us: thousands of intervals; the sampled thread
+    // 0.2 s of CPU at 50 us: thousands of intervals; the sampled thread
     // must be in the profile.
     assert!(samples > 0, "{text}");
     let read = ps::vmprof::read_profile(&profile).expect("our reader reads it");

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define BYSTANDERS 3
+#define BYSTANDERS 2
 
 static atomic_int stop;
 
@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     perfsupport_shadow_stack_push(stack, id);
-    double end = cpu_seconds() + 0.4;
+    double end = cpu_seconds() + 0.2;
     volatile unsigned long x = 1;
     while (cpu_seconds() < end) x = x * 6364136223846793005UL + 1;
     perfsupport_shadow_stack_pop(stack);
