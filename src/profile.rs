@@ -37,7 +37,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use perfsupport::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
+use perfsupport::create_output_file;
 
 use clap::Args;
 
@@ -232,7 +232,7 @@ fn not_a_symlink(path: &Path) -> Result<(), String> {
 /// docs); a file of ours already there is replaced.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
     use std::io::Write;
-    create_replacing_stale(path, PROFILER_FILE_MODE, WriteMode::Write)
+    create_output_file(path)
         .and_then(|mut file| file.write_all(bytes))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -264,7 +264,7 @@ fn flamegraph(perf_script: &[u8], title: &str, svg: &Path) -> Result<(), String>
     if folded.is_empty() {
         return Err("perf recorded no samples: nothing to draw".into());
     }
-    let file = create_replacing_stale(svg, PROFILER_FILE_MODE, WriteMode::Write)
+    let file = create_output_file(svg)
         .map_err(|e| format!("cannot create {}: {e}", svg.display()))?;
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_owned();

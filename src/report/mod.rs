@@ -70,14 +70,14 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
 /// symlink or another user's file there is refused, the mode is 0644 under
 /// any umask; see `perfsupport::safe_file`).
 fn draw(profile: &load::VmProfile, svg: &std::path::Path) -> Result<(), ()> {
-    use perfsupport::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
+    use perfsupport::create_output_file;
     let lines = folded::folded_lines(profile);
     let fail = |why: String| say!("error: {}: {why}", svg.display());
     if lines.is_empty() {
         fail("the profile has no samples: there is nothing to draw".into());
         return Err(());
     }
-    let file = create_replacing_stale(svg, PROFILER_FILE_MODE, WriteMode::Write)
+    let file = create_output_file(svg)
         .map_err(|e| fail(format!("cannot create: {e}")))?;
     let mut out = std::io::BufWriter::new(file);
     let title = match &profile.script {
