@@ -264,8 +264,8 @@ fn flamegraph(perf_script: &[u8], title: &str, svg: &Path) -> Result<(), String>
     if folded.is_empty() {
         return Err("perf recorded no samples: nothing to draw".into());
     }
-    let file = create_output_file(svg)
-        .map_err(|e| format!("cannot create {}: {e}", svg.display()))?;
+    let file =
+        create_output_file(svg).map_err(|e| format!("cannot create {}: {e}", svg.display()))?;
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_owned();
     inferno::flamegraph::from_reader(

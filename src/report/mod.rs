@@ -77,8 +77,7 @@ fn draw(profile: &load::VmProfile, svg: &std::path::Path) -> Result<(), ()> {
         fail("the profile has no samples: there is nothing to draw".into());
         return Err(());
     }
-    let file = create_output_file(svg)
-        .map_err(|e| fail(format!("cannot create: {e}")))?;
+    let file = create_output_file(svg).map_err(|e| fail(format!("cannot create: {e}")))?;
     let mut out = std::io::BufWriter::new(file);
     let title = match &profile.script {
         Some(script) => format!("{}: {script}", profile.interp),
