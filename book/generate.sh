@@ -257,9 +257,10 @@ while off + 16 <= len(data):
               f"code_index={index} name={name!r}")
         # Only the first region's bytes are shown: later ones embed runtime
         # addresses (a call target), which would make the output unstable.
-        shown = " ".join(f"{x:02x}" for x in code[:max(0, len(code) - 8)]) if index == 0 else "..."
-        print(f"  code ({len(code)} bytes, last {min(8, len(code))} XORed with the build-id marker): "
-              + shown + " " + " ".join(["MM"] * min(8, len(code))))
+        # The dump holds the live bytes (plus 8 appended marker bytes only
+        # for a region whose bytes it already holds).
+        shown = " ".join(f"{x:02x}" for x in code) if index == 0 else "..."
+        print(f"  code ({len(code)} bytes, exactly as they run): " + shown)
         print(f"  56 + {len(name)} + 1 + {csize} = {56 + len(name) + 1 + csize} (no padding)")
     off += size
 PY
@@ -413,8 +414,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         [[ -z $HOT ]] || readelf -W --debug-dump=decodedline "$JD/$HOT" | jstrip | cat -s
     } >"$OUT/readelf-lines-jit.txt"
 
-    # A trampoline as perf inject writes it: the live instructions, then the
-    # last 8 bytes, which the dumped copy carries XORed with the marker.
+    # A trampoline as perf inject writes it: exactly the live instructions
+    # (toyvm's trampolines differ in one immediate, so none needs a marker).
     TD="$WORK/tramp-jd"
     mkdir -p "$TD"
     perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump \
@@ -428,8 +429,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         for so in "$TD"/jitted-*.so; do
             objdump -d --no-show-raw-insn "$so" >"$TD/objdump.txt"
             awk '/>:$/ { p = 1; print; next }
-                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR"); print; p = 0
-                    print "  ...:\t(8 bytes XORed with the build-id marker: call *%r8; pop %rbp; ret)"; print ""; next }
+                p && /movabs/ { sub(/\$0x[0-9a-f]+/, "$ADDR") }
+                p && /ret/ { print; print ""; p = 0; next }
                 p' "$TD/objdump.txt"
         done | sed -e "s/jitted-$TPID-/jitted-PID-/g"
     } >"$OUT/trampoline-objdump.txt"
@@ -478,6 +479,26 @@ for line in lines[1:]:
     fi
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
+fi
+
+# Porting chapter: the C mini-JIT's DWARF call chain through its function
+# without frame pointer (perfsupport-capi; needs perf, cc and pkg-config).
+if command -v perf >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null; then
+    cargo build --release --quiet -p perfsupport-capi
+    mkdir -p "$WORK/minijit"
+    [[ -e $WORK/perfconfig ]] || printf '[buildid]\n\tdir = %s\n' "$WORK/buildid" >"$WORK/perfconfig"
+    cc -O2 -g -fno-omit-frame-pointer examples/c-minijit/minijit.c -o "$WORK/minijit/minijit" \
+        $(PKG_CONFIG_PATH="$ROOT/perfsupport-capi" pkg-config --cflags --libs perfsupport)
+    (cd "$WORK/minijit" && PERF_CONFIG="$WORK/perfconfig" perf record -q -k 1 -e cpu-clock --call-graph dwarf \
+        -o perf.data ./minijit --jitdump-dir . >/dev/null 2>&1 &&
+        PERF_CONFIG="$WORK/perfconfig" perf inject --jit -i perf.data -o perf.jit.data &&
+        PERF_CONFIG="$WORK/perfconfig" perf script -F ip,sym -i perf.jit.data 2>/dev/null |
+        awk 'BEGIN { RS = "" } /minijit::leaf/ { print; exit }' | sed 's/^[[:space:]]*[0-9a-f]* //') \
+        >"$OUT/minijit-dwarf-chain.txt"
+    for dump in "$WORK"/minijit/jit-*.dump; do
+        pid=${dump##*/jit-}
+        rm -f "/tmp/perf-${pid%.dump}.map"
+    done
 fi
 
 echo "generate.sh: wrote $(find "$OUT" -name "*.txt" | wc -l) files to book/src/generated/" >&2

@@ -2,14 +2,22 @@
 //!
 //! This file only parses arguments and reads the script; every stage of the
 //! work lives in the `vm` crate (see `vm::driver`).
+//!
+//! No path panics on an I/O error: messages go through [`stderr`] (a full
+//! or closed stderr is ignored), and stdout is written with errors handled
+//! (a closed pipe ends the output quietly, a full disk is an error).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+#[macro_use]
+mod stderr;
 mod profile;
 mod report;
+mod signals;
 
 /// toyvm: a small typed language with a bytecode interpreter, built to teach
 /// JIT profiling.
@@ -66,9 +74,10 @@ struct RunArgs {
     #[arg(long)]
     perf_jitdump: bool,
 
-    /// Directory of the jitdump [default: $JITDUMPDIR, else /tmp]. It must
-    /// not start with /tmp/perf- (perf would misread the files there).
-    #[arg(long, value_name = "DIR")]
+    /// Directory of the jitdump [default: $JITDUMPDIR, else /tmp; an empty
+    /// JITDUMPDIR counts as unset]. It must not start with /tmp/perf- (perf
+    /// would misread the files there).
+    #[arg(long, value_name = "DIR", value_parser = non_empty_path)]
     perf_dir: Option<PathBuf>,
 
     /// Print each JIT compilation's time to stderr.
@@ -77,7 +86,7 @@ struct RunArgs {
 
     /// Record a VMProf-style profile of the Toy call stack into FILE
     /// (read it with `toyvm report FILE` or the PyPI `vmprof` tools).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = non_empty_path)]
     vmprof: Option<PathBuf>,
 
     /// CPU time between two --vmprof samples, in microseconds.
@@ -91,10 +100,11 @@ struct RunArgs {
     #[arg(long, requires = "vmprof")]
     vmprof_inlined: bool,
 
-    /// The call-depth limit: deeper calls stop the script with an error.
-    #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH,
-          value_parser = clap::value_parser!(usize))]
-    max_depth: usize,
+    /// The call-depth limit (at least 1): deeper calls stop the script
+    /// with an error.
+    #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_depth: u64,
 
     /// Collect garbage at every allocation and poison freed objects, so a
     /// missing GC root shows up as wrong output (for testing the VM).
@@ -104,9 +114,21 @@ struct RunArgs {
     /// The script (`*.toy`).
     script: PathBuf,
 
-    /// Arguments for the script, returned by `args()`.
+    /// Arguments for the script, returned by `args()`. toyvm's own options
+    /// go before SCRIPT: one of them after it is refused, unless `--`
+    /// follows SCRIPT (`toyvm run s.toy -- --no-jit` passes `--no-jit` to
+    /// the script).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
+}
+
+/// Rejects an empty path, which would silently mean the current directory.
+fn non_empty_path(value: &str) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        Err("the path is empty".into())
+    } else {
+        Ok(PathBuf::from(value))
+    }
 }
 
 fn main() -> ExitCode {
@@ -114,18 +136,14 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Command::Run(run) => run_script(run),
         Command::Check { script } => load(&script).map(|_| 0),
-        Command::Disasm { jit: false, script } => load(&script).map(|module| {
-            print!("{}", vm::disasm::disassemble(&module));
-            0
-        }),
+        Command::Disasm { jit: false, script } => {
+            load(&script).and_then(|module| print_stdout(&vm::disasm::disassemble(&module)))
+        }
         Command::Disasm { jit: true, script } => {
             load(&script).and_then(|module| match jit::disasm::disassemble(&module) {
-                Ok(text) => {
-                    print!("{text}");
-                    Ok(0)
-                }
+                Ok(text) => print_stdout(&text),
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     Err(())
                 }
             })
@@ -136,14 +154,68 @@ fn main() -> ExitCode {
     ExitCode::from(status.unwrap_or(1))
 }
 
+/// Writes `text` to stdout: a closed pipe (`| head -1`) ends the output
+/// quietly, any other failure (a full disk) is an error.
+fn print_stdout(text: &str) -> Result<u8, ()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => {
+            say!("error: cannot write to stdout: {e}");
+            Err(())
+        }
+    }
+}
+
+/// The script's arguments: everything after SCRIPT, without a `--` right
+/// after it. Refuses (with a hint) an argument spelled like one of `run`'s
+/// own options, which the user most likely meant for toyvm.
+fn script_args(mut args: Vec<String>) -> Result<Vec<String>, String> {
+    if args.first().is_some_and(|a| a == "--") {
+        args.remove(0);
+        return Ok(args);
+    }
+    let run = RunArgs::augment_args(clap::Command::new("run"));
+    let ours = |arg: &str| {
+        let name = arg.split('=').next().unwrap_or(arg);
+        run.get_arguments().any(|a| {
+            a.get_long().is_some_and(|long| name == format!("--{long}"))
+                || a.get_short()
+                    .is_some_and(|short| name == format!("-{short}"))
+        }) || name == "--help"
+            || name == "-h"
+    };
+    match args.iter().find(|a| ours(a)) {
+        Some(flag) => Err(format!(
+            "'{flag}' comes after the script, so it would go to the script, not to toyvm; \
+             put toyvm's options before SCRIPT, or write `--` after SCRIPT to pass it to the script"
+        )),
+        None => Ok(args),
+    }
+}
+
 fn run_script(run: RunArgs) -> Result<u8, ()> {
+    let args = script_args(run.args).map_err(|why| say!("error: {why}"))?;
+    // Before any thread exists, so every thread inherits the blocked mask.
+    let on_output = match signals::stop_cleanly_on_signals() {
+        Ok(hook) => Some(hook),
+        Err(e) => {
+            warn!("cannot handle SIGINT/SIGTERM/SIGHUP: {e}; Ctrl-C may lose output");
+            None
+        }
+    };
     let module = load(&run.script)?;
+    let jitdump_dir_env = std::env::var_os("JITDUMPDIR").filter(|dir| !dir.is_empty());
     let jit_options = jit::JitOptions {
         threshold: (!run.no_jit).then(|| run.jit_threshold.unwrap_or(jit::DEFAULT_THRESHOLD)),
         perf_map: run.perf,
         jitdump_dir: run.perf_jitdump.then(|| {
             run.perf_dir
-                .or_else(|| std::env::var_os("JITDUMPDIR").map(PathBuf::from))
+                .or_else(|| jitdump_dir_env.map(PathBuf::from))
                 .unwrap_or_else(|| PathBuf::from("/tmp"))
         }),
         stats: run.jit_stats,
@@ -155,7 +227,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         std::sync::Arc::new(make) as vm::driver::TierUpFactory
     });
     let options = vm::driver::Options {
-        max_depth: run.max_depth,
+        max_depth: usize::try_from(run.max_depth).unwrap_or(usize::MAX),
         gc_stress: run.gc_stress,
         tier_up,
         vmprof: run.vmprof.map(|path| vm::vmprof::VmprofOptions {
@@ -163,18 +235,19 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
             interval: std::time::Duration::from_micros(run.vmprof_interval_us),
             inlined_frames: run.vmprof_inlined,
         }),
+        on_output,
         ..vm::driver::Options::default()
     };
-    Ok(vm::driver::run(&module, run.args, &options) as u8)
+    Ok(vm::driver::run(&module, args, &options) as u8)
 }
 
 /// Reads and compiles a script, printing the diagnostic on failure.
 fn load(script: &std::path::Path) -> Result<vm::bytecode::Module, ()> {
     let path = script.to_string_lossy();
     let bytes = std::fs::read(script).map_err(|err| {
-        eprintln!("error: cannot read '{path}': {err}");
+        say!("error: cannot read '{path}': {err}");
     })?;
     vm::driver::load(&path, &bytes).map_err(|rendered| {
-        eprint!("{rendered}");
+        say!("{}", rendered.trim_end());
     })
 }

@@ -18,9 +18,26 @@
 //! 3. `perf report --stdio --no-children` into `DIR/report.txt`;
 //! 4. `perf script`, folded by inferno's `collapse-perf`, drawn by inferno's
 //!    flame graph into `DIR/flamegraph.svg`.
+//!
+//! The script is compiled first: a compile error stops here, before perf.
+//!
+//! # Files
+//!
+//! `DIR` and `DIR/jitdump` are created with mode 0755 and must be real
+//! directories (not symlinks) owned by us and writable by nobody else, so
+//! nobody else can plant a symlink in them. Every file toyvm writes there
+//! (`perfconfig`, the report, the flame graph) is created by
+//! `perfsupport::safe_file` (never through a symlink, mode 0644 whatever
+//! the umask, close-on-exec); the files perf writes itself (`perf.data`,
+//! `perf.jit.data`, the injected objects) must not be symlinks either, and
+//! perf runs with a umask of at least 022, so none of them is writable by
+//! others and perf never reads a `perfconfig` someone else could change.
 
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use perfsupport::create_output_file;
 
 use clap::Args;
 
@@ -39,20 +56,30 @@ pub struct ProfileArgs {
     args: Vec<String>,
 }
 
-/// The files `toyvm profile` writes in its directory.
+/// The files `toyvm profile` and perf write in its directory.
 const PERF_DATA: &str = "perf.data";
+const OLD_PERF_DATA: &str = "perf.data.old";
 const INJECTED_DATA: &str = "perf.jit.data";
 const REPORT: &str = "report.txt";
 const FLAMEGRAPH: &str = "flamegraph.svg";
+const PERF_CONFIG: &str = "perfconfig";
+/// Mode of the directories toyvm profile creates: `rwxr-xr-x`.
+const DIR_MODE: u32 = 0o755;
 
 /// Runs `toyvm profile`; errors are one `error: ...` line.
 pub fn run(args: ProfileArgs) -> Result<u8, ()> {
-    let fail = |why: String| eprintln!("error: toyvm profile: {why}");
+    let fail = |why: String| say!("error: toyvm profile: {why}");
+    // A script that does not compile is not worth recording.
+    crate::load(&args.script)?;
     check_perf().map_err(fail)?;
+    // Files perf creates (perf.data, the injected objects, .debug) get
+    // mode 0644/0755 at most, whatever the caller's umask.
+    // SAFETY: umask only changes this process's file-creation mask.
+    unsafe { libc::umask(libc::umask(0o022) | 0o022) };
     let dir = prepare_dir(&args.out).map_err(fail)?;
     let perf = |what: &str| {
         let mut command = Command::new("perf");
-        command.arg(what).env("PERF_CONFIG", dir.join("perfconfig"));
+        command.arg(what).env("PERF_CONFIG", dir.join(PERF_CONFIG));
         command
     };
     let toyvm =
@@ -101,8 +128,7 @@ pub fn run(args: ProfileArgs) -> Result<u8, ()> {
         .args(["--stdio", "--no-children", "-i"])
         .arg(dir.join(INJECTED_DATA));
     let text = quiet(&mut report, "perf report").map_err(fail)?;
-    std::fs::write(dir.join(REPORT), text)
-        .map_err(|e| fail(format!("cannot write {}: {e}", dir.join(REPORT).display())))?;
+    write_new(&dir.join(REPORT), &text).map_err(fail)?;
 
     let mut script = perf("script");
     script.arg("-i").arg(dir.join(INJECTED_DATA));
@@ -110,7 +136,7 @@ pub fn run(args: ProfileArgs) -> Result<u8, ()> {
     let title = format!("toyvm profile {}", args.script.display());
     flamegraph(&stacks, &title, &dir.join(FLAMEGRAPH)).map_err(fail)?;
 
-    eprintln!(
+    say!(
         "toyvm profile: wrote {} (perf report) and {} (flame graph); perf data in {}",
         dir.join(REPORT).display(),
         dir.join(FLAMEGRAPH).display(),
@@ -148,19 +174,67 @@ fn check_perf() -> Result<(), String> {
 /// runs the script from the current directory but resolves config paths
 /// itself).
 fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir.join("jitdump"))
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    private_dir(dir)?;
     let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    private_dir(&dir.join("jitdump"))?;
     // Old runs' jitdumps would be injected again: start clean.
     if let Ok(entries) = std::fs::read_dir(dir.join("jitdump")) {
         for entry in entries.flatten() {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+    for perf_writes in [PERF_DATA, OLD_PERF_DATA, INJECTED_DATA] {
+        not_a_symlink(&dir.join(perf_writes))?;
+    }
     let config = format!("[buildid]\n\tdir = {}\n", dir.join(".debug").display());
-    std::fs::write(dir.join("perfconfig"), config)
-        .map_err(|e| format!("cannot write {}: {e}", dir.join("perfconfig").display()))?;
+    write_new(&dir.join(PERF_CONFIG), config.as_bytes())?;
     Ok(dir)
+}
+
+/// Makes sure `dir` is a directory (not a symlink) that we own and nobody
+/// else may write, creating it (and its parents) with [`DIR_MODE`].
+fn private_dir(dir: &Path) -> Result<(), String> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_dir() {
+        Err(format!("{} is not a directory (a symlink?)", dir.display()))
+    } else if meta.uid() != me {
+        Err(format!("{} belongs to another user", dir.display()))
+    } else if meta.mode() & 0o022 != 0 {
+        Err(format!(
+            "{} is writable by others (mode {:o}): anyone could plant files in it",
+            dir.display(),
+            meta.mode() & 0o777
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Refuses a symlink at `path` (perf would write through it).
+fn not_a_symlink(path: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(format!(
+            "{} is a symlink: refusing to let perf write through it",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `bytes` to a new file at `path` created safely (see the module
+/// docs); a file of ours already there is replaced.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    create_output_file(path)
+        .and_then(|mut file| file.write_all(bytes))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Runs `command`, returning its stdout; its stderr only on failure.
@@ -191,7 +265,7 @@ fn flamegraph(perf_script: &[u8], title: &str, svg: &Path) -> Result<(), String>
         return Err("perf recorded no samples: nothing to draw".into());
     }
     let file =
-        std::fs::File::create(svg).map_err(|e| format!("cannot create {}: {e}", svg.display()))?;
+        create_output_file(svg).map_err(|e| format!("cannot create {}: {e}", svg.display()))?;
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_owned();
     inferno::flamegraph::from_reader(

@@ -55,7 +55,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
-use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, UnwindInfo};
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, UnwindInfo};
 use vm::runtime::tier::{OsrFn, TierUp};
 use vm::runtime::{EntryFn, Vm};
 
@@ -128,7 +128,6 @@ pub struct Jit {
 struct Pending {
     id: FuncId,
     name: String,
-    kind: RegionKind,
     func: u32,
     size: usize,
     fde: Option<FrameDescriptionEntry>,
@@ -275,7 +274,7 @@ impl Jit {
             translate::translate(&mut builder, &mut self.jit, &env, variant);
             builder.finalize(self.jit.target_config());
         }
-        self.define_current(id, name, RegionKind::JitCode, func, install)
+        self.define_current(id, name, func, install)
     }
 
     /// Defines `self.ctx` as `id` and records it as pending.
@@ -283,7 +282,6 @@ impl Jit {
         &mut self,
         id: FuncId,
         name: &str,
-        kind: RegionKind,
         func: u32,
         install: Install,
     ) -> Result<(), String> {
@@ -319,7 +317,6 @@ impl Jit {
         self.pending.push(Pending {
             id,
             name: name.to_string(),
-            kind,
             func,
             size,
             fde,
@@ -382,7 +379,7 @@ impl Jit {
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());
         }
-        self.define_current(id, &name, RegionKind::JitCode, func, Install::Entry)?;
+        self.define_current(id, &name, func, Install::Entry)?;
         self.shims[func as usize] = true;
         Ok(())
     }
@@ -421,7 +418,7 @@ impl Jit {
             b.seal_all_blocks();
             b.finalize(self.jit.target_config());
         }
-        self.define_current(id, &name, RegionKind::Trampoline, func, Install::Entry)
+        self.define_current(id, &name, func, Install::Entry)
     }
     // ANCHOR_END: define_trampoline
 
@@ -463,7 +460,7 @@ impl Jit {
             // `start` (the size recorded at define time), now mapped
             // read+exec and never freed (see `code_memory`).
             let code = unsafe { std::slice::from_raw_parts(start, p.size) };
-            let mut region = CodeRegion::new(code, &p.name, p.kind).with_lines(rows);
+            let mut region = CodeRegion::new(code, &p.name).with_lines(rows);
             if let (Some(cie), Some(fde)) = (&self.cie, &p.fde) {
                 region = region.with_unwind(UnwindInfo { cie, fde });
             }

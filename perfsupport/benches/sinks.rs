@@ -10,11 +10,11 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::cranelift_like_cie;
 use gimli::X86_64;
 use gimli::write::{CallFrameInstruction, FrameDescriptionEntry};
+use perfsupport::unwind::x86_64::system_v_cie;
 use perfsupport::unwind::{PerfUnwindData, REGION_START};
-use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, RegionKind, UnwindInfo};
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, UnwindInfo};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -49,7 +49,7 @@ fn perf_map_entry(c: &mut Criterion) {
     c.bench_function("perf map: one entry per register call", |b| {
         b.iter_custom(|iters| {
             let map = PerfMap::from_file(tempfile::tempfile().expect("tempfile"));
-            let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode);
+            let region = CodeRegion::new(&code, "toy::fibonacci");
             let started = Instant::now();
             for _ in 0..iters {
                 map.register(black_box(&[region])).expect("register");
@@ -65,11 +65,11 @@ const BATCH: usize = 64;
 fn batched(c: &mut Criterion) {
     let code = vec![0x90u8; CODE_SIZE * BATCH];
     let names: Vec<String> = (0..BATCH).map(|i| format!("toy::function_{i}")).collect();
-    let (cie, fde, lines) = (cranelift_like_cie(), fde(), lines());
+    let (cie, fde, lines) = (system_v_cie(), fde(), lines());
     let plain: Vec<CodeRegion> = (0..BATCH)
         .map(|i| {
             let bytes = &code[i * CODE_SIZE..(i + 1) * CODE_SIZE];
-            CodeRegion::new(bytes, &names[i], RegionKind::JitCode)
+            CodeRegion::new(bytes, &names[i])
         })
         .collect();
     let full: Vec<CodeRegion> = plain
@@ -110,12 +110,12 @@ fn batched(c: &mut Criterion) {
 
 fn jitdump_region(c: &mut Criterion) {
     let code = vec![0x90u8; CODE_SIZE];
-    let (cie, fde, lines) = (cranelift_like_cie(), fde(), lines());
+    let (cie, fde, lines) = (system_v_cie(), fde(), lines());
     c.bench_function("jitdump: one region with unwind + 8 line rows", |b| {
         b.iter_custom(|iters| {
             let dump =
                 JitDump::from_file(tempfile::tempfile().expect("tempfile"), false).expect("dump");
-            let region = CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode)
+            let region = CodeRegion::new(&code, "toy::fibonacci")
                 .with_unwind(UnwindInfo {
                     cie: &cie,
                     fde: &fde,
@@ -129,11 +129,10 @@ fn jitdump_region(c: &mut Criterion) {
         })
     });
     c.bench_function("unwind: perf payload only (eh_frame + hdr)", |b| {
-        let region =
-            CodeRegion::new(&code, "toy::fibonacci", RegionKind::JitCode).with_unwind(UnwindInfo {
-                cie: &cie,
-                fde: &fde,
-            });
+        let region = CodeRegion::new(&code, "toy::fibonacci").with_unwind(UnwindInfo {
+            cie: &cie,
+            fde: &fde,
+        });
         b.iter(|| PerfUnwindData::for_region(black_box(&region)).expect("build"))
     });
 }

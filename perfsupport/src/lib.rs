@@ -1,35 +1,55 @@
 //! VM-agnostic profiler support: tell Linux `perf` (and other profilers)
-//! about machine code a VM generates at run time.
+//! about machine code a VM generates at run time, and record VMProf-style
+//! profiles of the VM's own call stack. The crate knows nothing about any
+//! particular VM or code generator.
+//!
+//! # The sink API: describe generated code
 //!
 //! A VM describes each piece of generated code as a [`CodeRegion`] (live
-//! bytes, name, kind, optional DWARF unwind info and line table) and hands
-//! batches of them to one or more [`ProfilerSink`]s, usually through the
-//! [`Profilers`] fan-out. The crate knows nothing about any particular VM.
+//! bytes, name, optional [unwind info](unwind) and line table) and hands the
+//! regions of each JIT finalize, as one batch, to its [`Profilers`]: a
+//! fan-out to [`ProfilerSink`]s that validates the batch once, so every sink
+//! accepts or rejects it alike.
 //!
-//! | module | writes | read by |
+//! | sink | writes | read by |
 //! |---|---|---|
-//! | [`perf_map`] | `/tmp/perf-<pid>.map` text lines | `perf report`, `perf script` |
-//! | [`jitdump`] | `jit-<pid>.dump` records | `perf inject --jit` |
-//! | [`unwind`] | `.eh_frame` / `.eh_frame_hdr` bytes | perf's libunwind, libgcc's `__register_frame` |
-//! | [`vmprof`] | VMProf-style profiles of the VM's own call stack | `vmprof`, `vmprofshow` |
-//! | [`safe_file`] | nothing itself: symlink-safe creation of the above | |
-//! | [`region`], [`sink`] | the shared types | |
+//! | [`PerfMap`] | `/tmp/perf-<pid>.map` text lines | `perf report`, `perf script` |
+//! | [`JitDump`] | `jit-<pid>.dump` records with unwind info and lines | `perf inject --jit` |
 //!
-//! Start with [`sink`]: it explains, step by step, how a VM uses the crate.
+//! [`sink`] walks through the whole life cycle (create the sinks, reserve
+//! room, register, fork, finish) with an example; [`unwind`] shows how to
+//! describe stack frames, with or without Cranelift. [`gimli`] is
+//! re-exported: its `write` types carry call-frame information.
+//!
+//! # The vmprof API: sample the VM's own stack
+//!
+//! [`vmprof`] is a second, independent API: register code objects, mark
+//! which one runs (a shadow stack, or a view of the VM's own frames), and a
+//! `SIGPROF` sampler writes profiles the PyPI `vmprof` tools read. Its module
+//! documentation is its guide.
+//!
+//! # Creating other output files
+//!
+//! [`create_output_file`] creates a file the way the crate creates its own:
+//! never through a symlink, mode 0644, close-on-exec.
 
 #![warn(missing_docs)]
 
 pub mod jitdump;
 pub mod perf_map;
 pub mod region;
-pub mod safe_file;
 pub mod sink;
 pub mod unwind;
 pub mod vmprof;
 
 mod os;
+mod safe_file;
+
+pub use gimli;
 
 pub use jitdump::JitDump;
 pub use perf_map::PerfMap;
-pub use region::{CodeRegion, LineEntry, RegionKind, UnwindInfo};
+pub use region::{CodeRegion, LineEntry, UnwindInfo};
+pub use safe_file::create_output_file;
 pub use sink::{ProfilerSink, Profilers, SinkFailure};
+pub use unwind::CallFrameInfo;

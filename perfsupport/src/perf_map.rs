@@ -20,10 +20,12 @@
 //!
 //! * it overwrites the last byte of every line, assuming `\n`, so every line,
 //!   including the last, ends in `\n`;
-//! * a name containing `\n` or `\r` would split the entry: those bytes (and
-//!   NUL) are replaced with `_`;
+//! * a name containing `\n` would split the entry, and `\r` would stay in the
+//!   symbol: such regions are rejected (as is NUL, which the jitdump cannot
+//!   carry), before any sink writes;
 //! * names of **2 bytes or fewer are silently dropped** by perf
-//!   (`if (len + 2 >= line_len) continue;`): use prefixed names like `toy::f`;
+//!   (`if (len + 2 >= line_len) continue;`): they are rejected too (see
+//!   [`MIN_NAME_LEN`](crate::region::MIN_NAME_LEN)); use prefixed names like `toy::f`;
 //! * with two entries for one address range, the **first line wins**, so a
 //!   VM that reuses code addresses gets stale names (jitdump handles reuse).
 //!
@@ -38,7 +40,7 @@
 //!   `PerfMap` for the same path is refused, because it would take our live
 //!   file for a stale one.
 //! * **Safe creation.** The file is made by
-//!   [`safe_file::create_replacing_stale`](crate::safe_file::create_replacing_stale):
+//!   rules of [`create_output_file`](crate::create_output_file):
 //!   exclusive, no symlinks, mode 0644. A file already there when we first
 //!   open comes from a dead process with our pid and is replaced. Call
 //!   [`PerfMap::open`] early at VM start-up, **before cranelift-jit defines
@@ -56,7 +58,7 @@
 //!   `perf-<child pid>.map`, starting with the parent's entries (CPython 3.13
 //!   does the same), because the child runs the parent's JIT code too.
 
-use crate::region::{CodeRegion, sanitize_name, validate_batch};
+use crate::region::{CodeRegion, validate_batch};
 use crate::safe_file::{
     PROFILER_FILE_MODE, PathClaim, WriteMode, create_replacing_stale, with_context,
 };
@@ -131,7 +133,7 @@ impl PerfMap {
     /// # Errors
     ///
     /// The creation errors of
-    /// [`crate::safe_file::create_replacing_stale`],
+    /// [`create_output_file`](crate::create_output_file),
     /// `AlreadyExists` if a sink of this process already wrote that path, and an
     /// error if the map was finished.
     pub fn open(&self) -> io::Result<()> {
@@ -175,7 +177,7 @@ impl PerfMap {
         let Some(mut state) = self.state.try_lock() else {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
-                "perf map: another thread held the lock when the process forked",
+                "another thread held the lock when the process forked",
             ));
         };
         let parent = match std::mem::replace(&mut *state, State::Closed) {
@@ -188,7 +190,7 @@ impl PerfMap {
         let (Some(dir), Some(parent_claim)) = (self.dir.as_deref(), parent.claim.as_ref()) else {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                "perf map: a map built from an open file cannot follow a fork",
+                "a map built from an open file cannot follow a fork",
             ));
         };
         let child_path = map_path_in(dir);
@@ -213,7 +215,7 @@ impl PerfMap {
             let dir = self
                 .dir
                 .as_deref()
-                .ok_or_else(|| io::Error::other("perf map: no directory to create the map in"))?;
+                .ok_or_else(|| io::Error::other("no directory to create the map in"))?;
             let path = map_path_in(dir);
             let claim = PathClaim::claim(&path)?;
             let file = create_replacing_stale(&path, PROFILER_FILE_MODE, WriteMode::Append)?;
@@ -226,7 +228,7 @@ impl PerfMap {
         match state {
             State::Open(open) => Ok(open),
             _ => Err(io::Error::other(
-                "perf map: closed (finished, or it could not follow a fork)",
+                "closed (finished, or it could not follow a fork)",
             )),
         }
     }
@@ -289,7 +291,7 @@ fn push_line(out: &mut Vec<u8>, region: &CodeRegion<'_>) {
     out.push(b' ');
     push_hex(out, region.size());
     out.push(b' ');
-    out.extend_from_slice(sanitize_name(region.name).as_bytes());
+    out.extend_from_slice(region.name.as_bytes());
     out.push(b'\n');
 }
 // ANCHOR_END: perf_map_line

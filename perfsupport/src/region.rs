@@ -15,20 +15,6 @@
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 use std::io;
 
-/// What kind of code a region holds. Sinks pass it through; it does not
-/// change the bytes perf sees, but it lets a profiler group or filter regions
-/// (for example to hide trampolines).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RegionKind {
-    /// Code compiled from a guest function by the JIT.
-    JitCode,
-    /// A small generated stub, such as a per-function interpreter-entry
-    /// trampoline that makes interpreted frames visible to native profilers.
-    Trampoline,
-    /// Any other generated code (runtime stubs, inline caches, ...).
-    Other,
-}
-
 /// DWARF call-frame information for one region, as Cranelift produces it.
 ///
 /// * `cie` comes from `isa.create_systemv_cie()`. It may be shared by all
@@ -81,11 +67,10 @@ pub struct LineEntry<'a> {
 pub struct CodeRegion<'a> {
     /// The live code bytes; `code.as_ptr()` is the region's start address.
     pub code: &'a [u8],
-    /// Symbol name shown by profilers, e.g. `toy::fib`. Newlines and NULs are
-    /// replaced when written. perf ignores perf-map names of 2 bytes or less.
+    /// Symbol name shown by profilers, e.g. `toy::fib`: at least
+    /// [`MIN_NAME_LEN`] bytes, without newline, carriage return or NUL
+    /// (checked by [`CodeRegion::validate`]).
     pub name: &'a str,
-    /// What the code is.
-    pub kind: RegionKind,
     /// Call-frame information, if the code generator produced it.
     pub unwind: Option<UnwindInfo<'a>>,
     /// Line table rows sorted by `offset`, each offset inside the code; may be empty.
@@ -95,20 +80,21 @@ pub struct CodeRegion<'a> {
 
 impl<'a> CodeRegion<'a> {
     /// A region with no unwind information and no line table.
-    pub fn new(code: &'a [u8], name: &'a str, kind: RegionKind) -> Self {
+    pub fn new(code: &'a [u8], name: &'a str) -> Self {
         CodeRegion {
             code,
             name,
-            kind,
             unwind: None,
             lines: &[],
         }
     }
 
-    /// The same region with call-frame information.
-    pub fn with_unwind(self, unwind: UnwindInfo<'a>) -> Self {
+    /// The same region with call-frame information: an [`UnwindInfo`] (from
+    /// Cranelift) or a [`&CallFrameInfo`](crate::unwind::CallFrameInfo) (see
+    /// [`crate::unwind`]).
+    pub fn with_unwind(self, unwind: impl Into<UnwindInfo<'a>>) -> Self {
         CodeRegion {
-            unwind: Some(unwind),
+            unwind: Some(unwind.into()),
             ..self
         }
     }
@@ -128,15 +114,25 @@ impl<'a> CodeRegion<'a> {
         self.code.len() as u64
     }
 
-    /// Checks what every sink relies on, so a bad region is rejected before
-    /// anything is written: non-empty code below 2 GiB (perf reads sizes as
-    /// `int`), name and line table below 1 GiB, and a sorted line table
-    /// inside the code.
+    /// Checks what every sink relies on, so a bad region is rejected by all
+    /// sinks alike before anything is written: non-empty code below 2 GiB
+    /// (perf reads sizes as `int`); a name perf keeps intact (at least
+    /// [`MIN_NAME_LEN`] bytes, no `\n`, `\r` or NUL); name and line table
+    /// below 1 GiB; a sorted line table inside the code whose file names have
+    /// no `\n`, `\r` or NUL; and unwind information that describes exactly
+    /// this code (see [`crate::unwind`]).
+    ///
+    /// [`Profilers::register`](crate::Profilers::register) calls it once per
+    /// batch before any sink writes; each sink calls it again when used on
+    /// its own.
     ///
     /// # Errors
     ///
     /// `InvalidInput`, naming the region and the problem.
     pub fn validate(&self) -> io::Result<()> {
+        if let Some(problem) = name_problem(self.name) {
+            return Err(self.invalid(&problem));
+        }
         if self.code.is_empty() {
             return Err(self.invalid("code is empty"));
         }
@@ -160,7 +156,17 @@ impl<'a> CodeRegion<'a> {
             if entry.offset < previous {
                 return Err(self.invalid("line entries are not sorted by offset"));
             }
+            if let Some(byte) = line_breaking_byte(entry.file) {
+                return Err(self.invalid(&format!(
+                    "line entry file name {:?} contains {byte}",
+                    entry.file
+                )));
+            }
             previous = entry.offset;
+        }
+        if self.unwind.is_some() {
+            crate::unwind::perf_unwind_data_size(self.size(), self.unwind)
+                .map_err(|err| self.invalid(&format!("unwind info: {err}")))?;
         }
         Ok(())
     }
@@ -176,21 +182,40 @@ impl<'a> CodeRegion<'a> {
 /// Upper bound for a region's name plus line-table bytes.
 const MAX_METADATA_BYTES: usize = 1 << 30;
 
+// ANCHOR: min_name_len
+/// The shortest name perf keeps: its perf-map parser skips lines whose name
+/// is 2 bytes or less (`if (len + 2 >= line_len) continue;` in
+/// `dso__load_perf_map`), so `f` or `ab` would silently vanish.
+pub const MIN_NAME_LEN: usize = 3;
+// ANCHOR_END: min_name_len
+
+/// Why perf would drop or misread `name`, if it would.
+fn name_problem(name: &str) -> Option<String> {
+    if name.len() < MIN_NAME_LEN {
+        return Some(format!(
+            "name is {} bytes; perf ignores names shorter than {MIN_NAME_LEN} (use a prefix, e.g. \"vm::{name}\")",
+            name.len()
+        ));
+    }
+    line_breaking_byte(name).map(|byte| format!("name contains {byte}"))
+}
+
+/// Describes the first byte of `text` that would end a perf-map line or a
+/// NUL-terminated jitdump string early.
+fn line_breaking_byte(text: &str) -> Option<&'static str> {
+    // A byte scan: all three are ASCII, so they never occur inside a
+    // multi-byte UTF-8 sequence.
+    text.bytes().find_map(|b| match b {
+        b'\n' => Some("a newline (it would split the perf-map line)"),
+        b'\r' => Some("a carriage return (perf would keep it in the symbol)"),
+        0 => Some("a NUL byte (it would end the string early)"),
+        _ => None,
+    })
+}
+
 /// Validates every region of a batch (see [`CodeRegion::validate`]).
 pub(crate) fn validate_batch(regions: &[CodeRegion<'_>]) -> io::Result<()> {
     regions.iter().try_for_each(CodeRegion::validate)
-}
-
-/// Replaces the bytes that would break a one-line or NUL-terminated name
-/// (`\n`, `\r`, NUL) with `_`, borrowing when nothing needs replacing.
-pub(crate) fn sanitize_name(name: &str) -> std::borrow::Cow<'_, str> {
-    // A byte scan: all three are ASCII, so they never occur inside a
-    // multi-byte UTF-8 sequence (and it is much faster than a char pattern).
-    if name.bytes().any(|b| matches!(b, b'\n' | b'\r' | 0)) {
-        std::borrow::Cow::Owned(name.replace(['\n', '\r', '\0'], "_"))
-    } else {
-        std::borrow::Cow::Borrowed(name)
-    }
 }
 
 #[cfg(test)]
@@ -200,12 +225,8 @@ mod tests {
     #[test]
     fn validation_rejects_bad_regions() {
         let code = [0x90u8; 8];
-        assert!(
-            CodeRegion::new(&code, "toy::ok", RegionKind::JitCode)
-                .validate()
-                .is_ok()
-        );
-        let empty = CodeRegion::new(&[], "toy::empty", RegionKind::Other);
+        assert!(CodeRegion::new(&code, "toy::ok").validate().is_ok());
+        let empty = CodeRegion::new(&[], "toy::empty");
         assert_eq!(
             empty.validate().unwrap_err().kind(),
             io::ErrorKind::InvalidInput
@@ -216,7 +237,7 @@ mod tests {
             line: 1,
             column: 0,
         }];
-        let err = CodeRegion::new(&code, "toy::f", RegionKind::JitCode)
+        let err = CodeRegion::new(&code, "toy::f")
             .with_lines(&outside)
             .validate()
             .unwrap_err();
@@ -235,7 +256,7 @@ mod tests {
                 column: 0,
             },
         ];
-        let err = CodeRegion::new(&code, "toy::f", RegionKind::JitCode)
+        let err = CodeRegion::new(&code, "toy::f")
             .with_lines(&unsorted)
             .validate()
             .unwrap_err();
@@ -243,11 +264,38 @@ mod tests {
     }
 
     #[test]
-    fn names_are_sanitized_only_when_needed() {
-        assert!(matches!(
-            sanitize_name("toy::f"),
-            std::borrow::Cow::Borrowed("toy::f")
-        ));
-        assert_eq!(sanitize_name("a\nb\rc\0d"), "a_b_c_d");
+    fn names_perf_would_drop_or_misread_are_rejected() {
+        let code = [0x90u8; 8];
+        let check = |name: &str| {
+            CodeRegion::new(&code, name)
+                .validate()
+                .map_err(|err| err.to_string())
+        };
+        assert!(check("abc").is_ok());
+        assert!(check("toy::fib with spaces").is_ok());
+        let err = check("ab").unwrap_err();
+        assert_eq!(
+            err,
+            r#"code region "ab": name is 2 bytes; perf ignores names shorter than 3 (use a prefix, e.g. "vm::ab")"#
+        );
+        assert!(check("").unwrap_err().contains("name is 0 bytes"));
+        assert!(check("toy::a\nb").unwrap_err().contains("newline"));
+        assert!(check("toy::a\rb").unwrap_err().contains("carriage return"));
+        assert!(check("toy::a\0b").unwrap_err().contains("NUL"));
+        let lines = [LineEntry {
+            offset: 0,
+            file: "a\0.toy",
+            line: 1,
+            column: 0,
+        }];
+        let err = CodeRegion::new(&code, "toy::f")
+            .with_lines(&lines)
+            .validate()
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("file name \"a\\0.toy\" contains a NUL"),
+            "{err}"
+        );
     }
 }

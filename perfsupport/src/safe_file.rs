@@ -43,7 +43,7 @@ use parking_lot::Mutex;
 /// perf may read the files as another user (for example `sudo perf report`
 /// on a map written by an unprivileged VM), so they must be world-readable;
 /// nobody but the owner may write them.
-pub const PROFILER_FILE_MODE: u32 = 0o644;
+pub(crate) const PROFILER_FILE_MODE: u32 = 0o644;
 
 /// How often [`create_replacing_stale`] retries when a file reappears between
 /// our `unlink` and our exclusive create.
@@ -51,7 +51,7 @@ const MAX_CREATE_ATTEMPTS: u32 = 4;
 
 /// How the new file is opened for writing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteMode {
+pub(crate) enum WriteMode {
     /// `O_WRONLY | O_APPEND`: every `write` lands at the current end of the file,
     /// so other writers appending to the same file (cranelift-jit appends to
     /// `/tmp/perf-<pid>.map` under `perf record`) never overwrite our lines.
@@ -62,6 +62,42 @@ pub enum WriteMode {
     /// `O_WRONLY`: plain sequential writing by this process only.
     Write,
 }
+
+// ANCHOR: create_output_file
+/// Creates a new file at `path` for writing, the way this crate creates its
+/// own files, for a VM's other profiler output (reports, flame graphs, ...):
+///
+/// * a **new inode** (`O_CREAT | O_EXCL | O_NOFOLLOW`): never opened through
+///   a symbolic link, never a FIFO or device someone planted;
+/// * mode **0644** whatever the umask: readable by everyone (perf or a
+///   viewer may run as another user), writable only by the owner;
+/// * **close-on-exec**, so a child started with `exec` does not inherit it;
+/// * a regular file of ours already at `path` (an earlier run's output) is
+///   replaced; a symlink, a directory, a device or another user's file is an
+///   error, and nothing is deleted or written.
+///
+/// ```
+/// # fn main() -> std::io::Result<()> {
+/// use std::io::Write;
+/// # let dir = std::env::temp_dir().join(format!("psupport-doc-out-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("profile.svg");
+/// let mut file = perfsupport::create_output_file(&path)?;
+/// file.write_all(b"<svg/>")?;
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// An [`io::Error`] naming the path and the step that failed: a missing or
+/// read-only directory, something other than our own regular file at
+/// `path`, or a file that keeps reappearing while it is replaced.
+pub fn create_output_file(path: &Path) -> io::Result<File> {
+    create_replacing_stale(path, PROFILER_FILE_MODE, WriteMode::Write)
+}
+// ANCHOR_END: create_output_file
 
 /// Creates a new file at `path` with permissions `mode`, replacing a stale
 /// file left there by an earlier process.
@@ -80,7 +116,11 @@ pub enum WriteMode {
 ///   is at `path`;
 /// * a file owned by another user is at `path`;
 /// * `path` keeps reappearing while we try to replace it.
-pub fn create_replacing_stale(path: &Path, mode: u32, write_mode: WriteMode) -> io::Result<File> {
+pub(crate) fn create_replacing_stale(
+    path: &Path,
+    mode: u32,
+    write_mode: WriteMode,
+) -> io::Result<File> {
     let mut last_error = None;
     for _ in 0..MAX_CREATE_ATTEMPTS {
         match create_exclusive(path, mode, write_mode) {

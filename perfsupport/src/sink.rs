@@ -29,7 +29,7 @@
 //!    and `perf inject`.
 //!
 //! ```
-//! use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind};
+//! use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers};
 //!
 //! # fn main() -> std::io::Result<()> {
 //! # let dir = std::env::temp_dir().join(format!("perfsupport-doc-{}", std::process::id()));
@@ -43,7 +43,7 @@
 //! // ... the JIT compiles and finalizes; `code` is the live executable bytes ...
 //! # let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
 //! let lines = [LineEntry { offset: 0, file: "fib.toy", line: 3, column: 1 }];
-//! let region = CodeRegion::new(code, "toy::fib", RegionKind::JitCode).with_lines(&lines);
+//! let region = CodeRegion::new(code, "toy::fib").with_lines(&lines);
 //! for failure in profilers.register(&[region]) {
 //!     eprintln!("toyvm: {failure}");
 //! }
@@ -56,7 +56,7 @@
 //! # }
 //! ```
 
-use crate::region::CodeRegion;
+use crate::region::{CodeRegion, validate_batch};
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -195,18 +195,32 @@ impl Profilers {
 
     /// Names of the sinks that are still enabled.
     pub fn active_sinks(&self) -> Vec<&str> {
-        self.sinks
-            .iter()
-            .filter(|s| !s.disabled.load(Ordering::Relaxed))
-            .map(|s| s.sink.name())
-            .collect()
+        self.enabled().map(|active| active.sink.name()).collect()
     }
 
+    // ANCHOR: profilers_register
     /// Registers a batch with every enabled sink and returns the failures
     /// (empty when all succeeded).
+    ///
+    /// The batch is validated once first ([`CodeRegion::validate`]): a
+    /// malformed region is rejected by every sink alike, one failure per
+    /// enabled sink (not disabled), and nothing of the batch is written
+    /// anywhere.
+    #[must_use = "print the failures: a failed sink stops writing"]
     pub fn register(&self, regions: &[CodeRegion<'_>]) -> Vec<SinkFailure> {
+        if let Err(error) = validate_batch(regions) {
+            return self
+                .enabled()
+                .map(|active| SinkFailure {
+                    sink: active.sink.name().to_string(),
+                    error: io::Error::new(error.kind(), error.to_string()),
+                    disabled: false,
+                })
+                .collect();
+        }
         self.for_each_enabled(|sink| sink.register(regions))
     }
+    // ANCHOR_END: profilers_register
 
     /// [`Profilers::register`], printing each failure on stderr as
     /// `perfsupport: <failure>` (see [`SinkFailure`]'s `Display`). An I/O
@@ -218,14 +232,22 @@ impl Profilers {
     }
 
     /// Finishes every enabled sink (at VM shutdown) and returns the failures.
+    #[must_use = "print the failures: the files may be incomplete"]
     pub fn finish(&self) -> Vec<SinkFailure> {
         self.for_each_enabled(|sink| sink.finish())
     }
 
     /// Calls [`ProfilerSink::after_fork_child`] on every enabled sink (in a
     /// forked child, right after `fork()`) and returns the failures.
+    #[must_use = "print the failures: a failed sink stops writing"]
     pub fn after_fork_child(&self) -> Vec<SinkFailure> {
         self.for_each_enabled(|sink| sink.after_fork_child())
+    }
+
+    fn enabled(&self) -> impl Iterator<Item = &ActiveSink> {
+        self.sinks
+            .iter()
+            .filter(|active| !active.disabled.load(Ordering::Relaxed))
     }
 
     fn for_each_enabled(
@@ -233,10 +255,7 @@ impl Profilers {
         mut call: impl FnMut(&dyn ProfilerSink) -> io::Result<()>,
     ) -> Vec<SinkFailure> {
         let mut failures = Vec::new();
-        for active in &self.sinks {
-            if active.disabled.load(Ordering::Relaxed) {
-                continue;
-            }
+        for active in self.enabled() {
             if let Err(error) = call(active.sink.as_ref()) {
                 let invalid_input = error.kind() == io::ErrorKind::InvalidInput;
                 // `swap` makes sure only one thread reports an I/O failure.
@@ -264,7 +283,6 @@ impl fmt::Debug for Profilers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RegionKind;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
@@ -297,7 +315,7 @@ mod tests {
         let mut profilers = Profilers::new();
         profilers.add(Box::new(Arc::clone(&sink)));
         let code = [0xc3u8; 4];
-        let region = CodeRegion::new(&code, "toy::f", RegionKind::JitCode);
+        let region = CodeRegion::new(&code, "toy::f");
         assert!(profilers.register(&[region, region]).is_empty());
         assert!(profilers.after_fork_child().is_empty());
         assert!(profilers.finish().is_empty());

@@ -1,5 +1,39 @@
-//! `.eh_frame` and `.eh_frame_hdr` bytes for JIT code, in the two layouts
-//! consumers need.
+//! Unwind information for JIT code: how a VM describes its stack frames,
+//! and the `.eh_frame` / `.eh_frame_hdr` bytes built from that description in
+//! the two layouts consumers need.
+//!
+//! # Describing frames
+//!
+//! A region's call-frame information is an [`UnwindInfo`]: a DWARF CIE and
+//! FDE as [`gimli::write`] types ([`gimli`] is re-exported, so the versions
+//! always match). Where they come from depends on the code generator:
+//!
+//! * **Cranelift**: `isa.create_systemv_cie()` and
+//!   `UnwindInfo::to_fde(REGION_START)`, borrowed as they are.
+//! * **Any other x86-64 code generator**: a [`CallFrameInfo`] (an owned CIE +
+//!   FDE) from [`x86_64`]: [`CallFrameInfo::x86_64_frame_pointer`] for the
+//!   standard `push rbp; mov rbp, rsp` … `pop rbp; ret` function, or
+//!   [`CallFrameInfo::x86_64_rows`] for any other prologue, described as a few
+//!   "from offset N: CFA = reg + off, reg saved at CFA − k" rows.
+//! * **No CFI**: leave the region without unwind info. The jitdump then
+//!   carries the header-only record (below), and unwinders fall back to the
+//!   frame-pointer chain, so such code must keep a frame pointer.
+//!
+//! ```
+//! use perfsupport::unwind::CallFrameInfo;
+//! use perfsupport::{CodeRegion};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x31, 0xc0, 0x5d, 0xc3]; // ... xor eax, eax ...
+//! let cfi = CallFrameInfo::x86_64_frame_pointer(code.len() as u32)?;
+//! let with_cfi = CodeRegion::new(code, "minijit::zero").with_unwind(&cfi);
+//! let without_cfi = CodeRegion::new(code, "minijit::zero_fp");
+//! # assert!(with_cfi.validate().is_ok() && without_cfi.validate().is_ok());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The two layouts
 //!
 //! Cranelift describes each function's stack frame as a gimli
 //! [`CommonInformationEntry`](gimli::write::CommonInformationEntry) plus a
@@ -75,13 +109,62 @@
 //! `__deregister_frame(ptr)`. LLVM's libunwind instead wants one FDE per call;
 //! this crate does not build that form.
 
+pub mod x86_64;
+
 use crate::region::{CodeRegion, UnwindInfo};
 use gimli::LittleEndian;
 use gimli::constants::{
     DW_EH_PE_absptr, DW_EH_PE_datarel, DW_EH_PE_pcrel, DW_EH_PE_sdata4, DW_EH_PE_udata4, DwEhPe,
 };
-use gimli::write::{Address, EhFrame, EndianVec, FrameTable, Writer};
+use gimli::write::{
+    Address, CommonInformationEntry, EhFrame, EndianVec, FrameDescriptionEntry, FrameTable, Writer,
+};
 use std::io;
+
+// ANCHOR: call_frame_info
+/// Owned call-frame information for one region: a CIE and an FDE whose
+/// address is [`REGION_START`]. Build it with [`CallFrameInfo::x86_64_frame_pointer`],
+/// [`CallFrameInfo::x86_64_rows`] or [`CallFrameInfo::new`], keep it as long
+/// as the region, and attach it with
+/// [`CodeRegion::with_unwind(&cfi)`](CodeRegion::with_unwind).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallFrameInfo {
+    cie: CommonInformationEntry,
+    fde: FrameDescriptionEntry,
+}
+// ANCHOR_END: call_frame_info
+
+impl CallFrameInfo {
+    /// Wraps a CIE and FDE built with [`gimli::write`] (for example from a
+    /// code generator that emits its own); the rules of [`UnwindInfo`] apply.
+    pub fn new(cie: CommonInformationEntry, fde: FrameDescriptionEntry) -> CallFrameInfo {
+        CallFrameInfo { cie, fde }
+    }
+
+    /// The common information entry.
+    pub fn cie(&self) -> &CommonInformationEntry {
+        &self.cie
+    }
+
+    /// The frame description entry.
+    pub fn fde(&self) -> &FrameDescriptionEntry {
+        &self.fde
+    }
+
+    /// Borrows both, as a region carries them.
+    pub fn unwind_info(&self) -> UnwindInfo<'_> {
+        UnwindInfo {
+            cie: &self.cie,
+            fde: &self.fde,
+        }
+    }
+}
+
+impl<'a> From<&'a CallFrameInfo> for UnwindInfo<'a> {
+    fn from(cfi: &'a CallFrameInfo) -> UnwindInfo<'a> {
+        cfi.unwind_info()
+    }
+}
 
 /// The relocatable FDE address meaning "the start of the region being
 /// registered" (symbol 0, addend 0). Passing it to Cranelift's
@@ -128,7 +211,27 @@ impl PerfUnwindData {
         unwind: Option<UnwindInfo<'_>>,
         runtime_start: u64,
     ) -> io::Result<PerfUnwindData> {
-        build_perf(code_size, unwind, FdeBase::Runtime(runtime_start))
+        build_perf(
+            code_size,
+            code_size,
+            unwind,
+            FdeBase::Runtime(runtime_start),
+        )
+    }
+
+    /// The payload for `region` dumped as `dumped_size` bytes (its code plus
+    /// a build-id marker, see [`crate::jitdump`]): perf places `.eh_frame`
+    /// after the dumped bytes, while the FDE still covers only the code.
+    pub(crate) fn for_dumped_region(
+        region: &CodeRegion<'_>,
+        dumped_size: u64,
+    ) -> io::Result<PerfUnwindData> {
+        build_perf(
+            region.size(),
+            dumped_size,
+            region.unwind,
+            FdeBase::Runtime(region.start()),
+        )
     }
 
     /// Builds the payload for `region` (its start and size).
@@ -173,14 +276,18 @@ impl PerfUnwindData {
 ///
 /// As [`PerfUnwindData::build`].
 pub fn perf_unwind_data_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> io::Result<u64> {
-    let data = build_perf(code_size, unwind, FdeBase::AnyAddress)?;
+    let data = build_perf(code_size, code_size, unwind, FdeBase::AnyAddress)?;
     Ok(data.bytes.len() as u64)
 }
 
 // ANCHOR: reserved_region_size
 /// Bytes the VM must reserve for a region so that the range perf maps for it,
-/// `[start, start + ALIGN8(code_size) + mapped_size)`, never overlaps the next
-/// region: `ALIGN16(ALIGN8(code_size) + unwind_data_size)`.
+/// `[start, start + ALIGN8(dumped_size) + mapped_size)`, never overlaps the
+/// next region: `ALIGN16(ALIGN8(code_size + MARKER_LEN) + unwind_data_size)`.
+/// The dumped size is the code size, plus
+/// [`MARKER_LEN`](crate::jitdump::MARKER_LEN) for a region whose bytes the
+/// jitdump already holds (see [`crate::jitdump`]'s build-id markers); the
+/// VM cannot know in advance, so it always reserves the marker.
 ///
 /// The reserved tail (after the code) may hold anything; copying the unwind
 /// payload there, as V8 and CPython do, is optional. If the VM cannot pad
@@ -193,7 +300,7 @@ pub fn perf_unwind_data_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> 
 /// As [`PerfUnwindData::build`].
 pub fn reserved_region_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> io::Result<u64> {
     let unwind_size = perf_unwind_data_size(code_size, unwind)?;
-    let unpadded = align_up(code_size, 8) + unwind_size;
+    let unpadded = align_up(code_size + crate::jitdump::MARKER_LEN as u64, 8) + unwind_size;
     Ok(align_up(unpadded, 16))
 }
 // ANCHOR_END: reserved_region_size
@@ -238,21 +345,24 @@ enum FdeBase {
 }
 
 // ANCHOR: build_perf
-/// Builds the perf payload; see [`PerfUnwindData::build`].
+/// Builds the perf payload (see [`PerfUnwindData::build`]) for `code_size`
+/// bytes of code dumped as `text_size` bytes (the code and any build-id
+/// marker): perf's `.text` is the dumped bytes.
 fn build_perf(
     code_size: u64,
+    text_size: u64,
     unwind: Option<UnwindInfo<'_>>,
     base: FdeBase,
 ) -> io::Result<PerfUnwindData> {
-    if code_size > i32::MAX as u64 {
+    if text_size > i32::MAX as u64 || code_size > text_size {
         return Err(invalid("code regions of 2 GiB or more are not supported"));
     }
     let Some(unwind) = unwind else {
         return Ok(header_only());
     };
-    // Virtual addresses of perf's layout: code at 0, .eh_frame right after
-    // the code padded to 8.
-    let code_padded = align_up(code_size, 8);
+    // Virtual addresses of perf's layout: the dumped bytes at 0, .eh_frame
+    // right after them padded to 8.
+    let code_padded = align_up(text_size, 8);
     let mut writer = LayoutWriter::new(code_padded);
     writer.rebase(0, code_size, base);
     write_cie_fde(&mut writer, unwind, PCREL_SDATA4)?;

@@ -4,7 +4,8 @@
 mod common;
 
 use common::scratch_dir;
-use perfsupport::{CodeRegion, JitDump, PerfMap, ProfilerSink, Profilers, RegionKind};
+use perfsupport::unwind::CallFrameInfo;
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, Profilers};
 use std::io::{self, ErrorKind};
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const CODE: [u8; 8] = [0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3, 0xcc];
 
 fn region() -> CodeRegion<'static> {
-    CodeRegion::new(&CODE, "toy::f", RegionKind::JitCode)
+    CodeRegion::new(&CODE, "toy::f")
 }
 
 fn dev_full() -> std::fs::File {
@@ -186,7 +187,7 @@ fn profilers_report_each_failure_once_and_keep_going() {
     assert_eq!(profilers.active_sinks(), ["perf map"]);
 
     // Invalid input is reported every time but does not disable anything.
-    let empty = CodeRegion::new(&[], "toy::empty", RegionKind::Other);
+    let empty = CodeRegion::new(&[], "toy::empty");
     let failures = profilers.register(&[empty]);
     assert_eq!(failures.len(), 1);
     assert!(!failures[0].disabled);
@@ -197,4 +198,129 @@ fn profilers_report_each_failure_once_and_keep_going() {
     let text = std::fs::read_to_string(dir.path().join(format!("perf-{}.map", std::process::id())))
         .unwrap();
     assert_eq!(text.lines().count(), 4, "the healthy sink got every batch");
+}
+
+/// A perf map and a jitdump in `dir`, behind one [`Profilers`].
+fn both_sinks(dir: &Path) -> Profilers {
+    let mut profilers = Profilers::new();
+    let map = PerfMap::in_dir(dir);
+    map.open().unwrap();
+    profilers.add(Box::new(map));
+    profilers.add(Box::new(JitDump::create_in(dir).unwrap()));
+    profilers
+}
+
+#[test]
+fn a_malformed_region_is_rejected_by_every_sink_alike() {
+    let dir = scratch_dir("fail-alike");
+    let profilers = both_sinks(dir.path());
+    // Unwind info for 12 bytes on 8 bytes of code: only the jitdump reads
+    // unwind info, yet the perf map must reject the batch too.
+    let wrong = CallFrameInfo::x86_64_frame_pointer(12).unwrap();
+    let lines = [LineEntry {
+        offset: 0,
+        file: "f.toy",
+        line: 1,
+        column: 0,
+    }];
+    let good = region().with_lines(&lines);
+    let cases = [
+        (
+            region().with_unwind(&wrong),
+            r#"code region "toy::f": unwind info: the FDE covers 12 bytes but the code has 8"#,
+        ),
+        (
+            CodeRegion::new(&CODE, "ab"),
+            r#"code region "ab": name is 2 bytes; perf ignores names shorter than 3"#,
+        ),
+        (
+            CodeRegion::new(&CODE, "toy::a\0b"),
+            r#"code region "toy::a\0b": name contains a NUL byte"#,
+        ),
+    ];
+    for (bad, message) in cases {
+        let failures = profilers.register(&[good, bad]);
+        let sinks: Vec<&str> = failures.iter().map(|f| f.sink.as_str()).collect();
+        assert_eq!(sinks, ["perf map", "jitdump"], "both sinks reject it");
+        for failure in &failures {
+            assert!(!failure.disabled, "nothing was written: the sink stays on");
+            assert_eq!(failure.error.kind(), ErrorKind::InvalidInput);
+            let text = failure.to_string();
+            assert!(
+                text.starts_with(&format!("{}: {message}", failure.sink)),
+                "{text} lacks {message:?}"
+            );
+            assert_eq!(
+                text.matches(&failure.sink).count(),
+                1,
+                "sink named once: {text}"
+            );
+            assert_eq!(
+                text.matches("code region").count(),
+                1,
+                "region named once: {text}"
+            );
+        }
+    }
+    assert!(profilers.finish().is_empty());
+    let pid = std::process::id();
+    let map = std::fs::read(dir.path().join(format!("perf-{pid}.map"))).unwrap();
+    assert!(
+        map.is_empty(),
+        "the perf map wrote nothing of a rejected batch"
+    );
+    let dump = std::fs::read(dir.path().join(format!("jit-{pid}.dump"))).unwrap();
+    assert_eq!(
+        dump.len(),
+        40 + 16,
+        "the jitdump holds its header and CLOSE only"
+    );
+}
+
+#[test]
+fn errors_name_the_sink_once() {
+    let dir = scratch_dir("fail-once");
+    let profilers = both_sinks(dir.path());
+    assert!(profilers.finish().is_empty());
+    let mut messages: Vec<String> = profilers
+        .register(&[region()])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    messages.sort();
+    assert_eq!(
+        messages,
+        [
+            "jitdump: already finished; profiling output disabled",
+            "perf map: closed (finished, or it could not follow a fork); profiling output disabled",
+        ]
+    );
+}
+
+#[test]
+fn create_output_file_is_safe_for_the_vms_own_outputs() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("fail-output");
+    let path = dir.path().join("flame.svg");
+    std::fs::write(&path, "an earlier run's output").unwrap();
+    let mut file = perfsupport::create_output_file(&path).expect("replaces our own file");
+    file.write_all(b"<svg/>").unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "readable by all, writable by the owner only");
+    // SAFETY: F_GETFD on a descriptor we own reads its flags, nothing else.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFD) };
+    assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC, "close-on-exec");
+
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let link = dir.path().join("report.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let err = perfsupport::create_output_file(&link).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let err = perfsupport::create_output_file(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }

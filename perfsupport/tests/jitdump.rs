@@ -3,13 +3,15 @@
 
 mod common;
 
-use common::{SPIN_CODE, SPIN_LINES, align_up, cranelift_like_cie, frame_pointer_fde, scratch_dir};
+use common::{SPIN_CODE, SPIN_LINES, align_up, scratch_dir};
 use gimli::LittleEndian;
 use gimli::read::{BaseAddresses, EhFrame, EhFrameHdr, UnwindSection};
 use linux_perf_data::jitdump::{JitDumpReader, JitDumpRecord, JitDumpRecordType};
-use perfsupport::jitdump::format::{ELF_MACHINE, HEADER_SIZE, apply_build_id_marker};
-use perfsupport::unwind::{PerfUnwindData, REGION_START};
-use perfsupport::{CodeRegion, JitDump, LineEntry, ProfilerSink, RegionKind, UnwindInfo};
+use perfsupport::jitdump::MARKER_LEN;
+use perfsupport::jitdump::format::{ELF_MACHINE, HEADER_SIZE};
+use perfsupport::unwind::REGION_START;
+use perfsupport::unwind::x86_64::{frame_pointer_fde, system_v_cie};
+use perfsupport::{CodeRegion, JitDump, LineEntry, ProfilerSink, UnwindInfo};
 use std::os::unix::fs::PermissionsExt;
 
 /// What the test expects for one region, in registration order.
@@ -109,8 +111,8 @@ fn every_record_reads_back_with_linux_perf_data() {
         .expect("marker mapping in /proc/self/maps");
     assert!(marker_line.contains(" r-xp "), "{marker_line}");
 
-    let cie = cranelift_like_cie();
-    let fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32);
+    let cie = system_v_cie();
+    let fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32).unwrap();
     let spin = SPIN_CODE.to_vec();
     let lines: Vec<LineEntry> = SPIN_LINES
         .iter()
@@ -134,18 +136,17 @@ fn every_record_reads_back_with_linux_perf_data() {
     let tramp_b = tramp_bytes.to_vec();
 
     let batch1 = [
-        CodeRegion::new(&spin, "toy::spin", RegionKind::JitCode)
+        CodeRegion::new(&spin, "toy::spin")
             .with_unwind(UnwindInfo {
                 cie: &cie,
                 fde: &fde,
             })
             .with_lines(&lines),
-        CodeRegion::new(&lines_only_code, "toy::lines_only", RegionKind::Other)
-            .with_lines(&lines_only),
+        CodeRegion::new(&lines_only_code, "toy::lines_only").with_lines(&lines_only),
     ];
     let batch2 = [
-        CodeRegion::new(&tramp_a, "toy-tramp::a", RegionKind::Trampoline),
-        CodeRegion::new(&tramp_b, "toy-tramp::b", RegionKind::Trampoline),
+        CodeRegion::new(&tramp_a, "toy-tramp::a"),
+        CodeRegion::new(&tramp_b, "toy-tramp::b"),
     ];
     let before = perfsupport_now();
     dump.register(&batch1).expect("batch 1");
@@ -220,34 +221,6 @@ fn every_record_reads_back_with_linux_perf_data() {
         else {
             panic!("UNWINDING_INFO expected before LOAD for {}", region.name);
         };
-        let expected_unwind = PerfUnwindData::for_region(region).unwrap();
-        assert_eq!(payload, expected_unwind.bytes());
-        if region.unwind.is_some() {
-            assert_eq!(mapped_size, payload.len() as u64);
-            // Split as perf does and check the header finds the FDE.
-            let (eh_frame, hdr) = payload.split_at(payload.len() - 20);
-            let text = 0x80;
-            let bases = BaseAddresses::default()
-                .set_text(text)
-                .set_eh_frame(text + align_up(size, 8))
-                .set_eh_frame_hdr(text + align_up(size, 8) + eh_frame.len() as u64);
-            let parsed = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).unwrap();
-            let fde = parsed
-                .table()
-                .unwrap()
-                .fde_for_address(
-                    &EhFrame::new(eh_frame, LittleEndian),
-                    &bases,
-                    text + 4,
-                    EhFrame::cie_from_offset,
-                )
-                .unwrap();
-            assert_eq!((fde.initial_address(), fde.len()), (text, size));
-        } else {
-            assert_eq!(mapped_size, 0);
-            assert_eq!(payload.len(), 20, "header-only form");
-            assert_eq!(&payload[8..12], &[0, 0, 0, 0], "fde_count 0");
-        }
         let Some(Parsed::Load {
             pid,
             tid: load_tid,
@@ -274,18 +247,54 @@ fn every_record_reads_back_with_linux_perf_data() {
             56 + name.len() + 1 + code.len(),
             "LOAD is never padded"
         );
-        // Dumped bytes = live bytes with the documented marker XORed in.
-        let mut unmarked = code.clone();
-        apply_build_id_marker(&mut unmarked, dump.build_id_marker(code_index));
-        assert_eq!(unmarked, region.code);
-        let tail = code.len().saturating_sub(8);
+        // The dumped bytes start with the live bytes, unchanged; only the
+        // second copy of the trampoline bytes carries a marker, after them.
         assert_eq!(
-            &code[..tail],
-            &region.code[..tail],
-            "only the last 8 bytes change"
+            &code[..region.code.len()],
+            region.code,
+            "code never changed"
         );
-        assert_ne!(code, region.code, "the marker changes the copy");
-        if region.kind == RegionKind::Trampoline {
+        let marked = code.len() > region.code.len();
+        assert_eq!(marked, region.name == "toy-tramp::b", "{}", region.name);
+        if marked {
+            assert_eq!(code.len(), region.code.len() + MARKER_LEN);
+            if cfg!(target_arch = "x86_64") {
+                assert_eq!(
+                    &code[region.code.len()..][..4],
+                    &[0x0f, 0x1f, 0x84, 0x00],
+                    "a nopl"
+                );
+            }
+        }
+        if region.unwind.is_some() {
+            assert_eq!(mapped_size, payload.len() as u64);
+            // Split as perf does and check the header finds the FDE, with
+            // .eh_frame after the dumped bytes.
+            let (eh_frame, hdr) = payload.split_at(payload.len() - 20);
+            let text = 0x80;
+            let dumped = code.len() as u64;
+            let bases = BaseAddresses::default()
+                .set_text(text)
+                .set_eh_frame(text + align_up(dumped, 8))
+                .set_eh_frame_hdr(text + align_up(dumped, 8) + eh_frame.len() as u64);
+            let parsed = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).unwrap();
+            let fde = parsed
+                .table()
+                .unwrap()
+                .fde_for_address(
+                    &EhFrame::new(eh_frame, LittleEndian),
+                    &bases,
+                    text + 4,
+                    EhFrame::cie_from_offset,
+                )
+                .unwrap();
+            assert_eq!((fde.initial_address(), fde.len()), (text, size));
+        } else {
+            assert_eq!(mapped_size, 0);
+            assert_eq!(payload.len(), 20, "header-only form");
+            assert_eq!(&payload[8..12], &[0, 0, 0, 0], "fde_count 0");
+        }
+        if region.name.starts_with("toy-tramp::") {
             dumped_trampolines.push(code);
         }
     }
@@ -302,17 +311,6 @@ fn every_record_reads_back_with_linux_perf_data() {
 }
 
 #[test]
-fn markers_differ_per_index() {
-    let dump = JitDump::from_file(tempfile::tempfile().unwrap(), false).expect("dump");
-    let markers: std::collections::HashSet<u64> =
-        (0..1000).map(|i| dump.build_id_marker(i)).collect();
-    assert_eq!(markers.len(), 1000);
-    let mut short = [1u8, 2, 3];
-    apply_build_id_marker(&mut short, 0x0102_0304_0506_0708);
-    assert_eq!(short, [1 ^ 8, 2 ^ 7, 3 ^ 6]);
-}
-
-#[test]
 fn invalid_regions_write_nothing() {
     let file = tempfile::NamedTempFile::new().unwrap();
     let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
@@ -324,8 +322,8 @@ fn invalid_regions_write_nothing() {
         column: 0,
     }];
     let batch = [
-        CodeRegion::new(&code, "toy::good", RegionKind::JitCode),
-        CodeRegion::new(&code, "toy::bad", RegionKind::JitCode).with_lines(&bad_lines),
+        CodeRegion::new(&code, "toy::good"),
+        CodeRegion::new(&code, "toy::bad").with_lines(&bad_lines),
     ];
     let err = dump.register(&batch).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
@@ -352,8 +350,7 @@ fn concurrent_registration_keeps_records_whole_and_indices_unique() {
             scope.spawn(move || {
                 for i in 0..500 {
                     let name = format!("toy::t{thread}_{i}");
-                    dump.register(&[CodeRegion::new(&code, &name, RegionKind::JitCode)])
-                        .unwrap();
+                    dump.register(&[CodeRegion::new(&code, &name)]).unwrap();
                 }
             });
         }
@@ -386,4 +383,90 @@ fn perfsupport_now() -> u64 {
 fn current_tid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() as u32 }
+}
+
+/// The code bytes of every CODE_LOAD in the dump at `path`, in order.
+fn dumped_code(path: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let (_, records) = read_dump(path);
+    records
+        .into_iter()
+        .filter_map(|(_, record)| match record {
+            Parsed::Load { name, code, .. } => Some((name, code)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_hot_loop_at_the_end_of_a_function_is_dumped_as_it_runs() {
+    // xor eax, eax; loop: add rax, rdi; dec rdi; jnz loop; ret
+    // (the last 8 bytes are the loop, which perf annotate must show as is)
+    let sum = [
+        0x31, 0xc0, 0x48, 0x01, 0xf8, 0x48, 0xff, 0xcf, 0x75, 0xf8, 0xc3,
+    ];
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
+    dump.register(&[CodeRegion::new(&sum, "minijit::sum")])
+        .expect("register");
+    dump.finish().unwrap();
+    assert_eq!(
+        dumped_code(file.path()),
+        [("minijit::sum".to_string(), sum.to_vec())],
+        "the dumped bytes are the live bytes"
+    );
+}
+
+#[test]
+fn identical_regions_get_distinct_code_only_build_ids() {
+    use sha1::{Digest, Sha1};
+    let tramp = [0x55, 0x48, 0x89, 0xe5, 0xff, 0xd6, 0x5d, 0xc3];
+    let twin = [0x48, 0x8d, 0x04, 0x37, 0xc3]; // lea rax, [rdi + rsi]; ret
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
+    let batch = [
+        CodeRegion::new(&tramp, "toy-tramp::a"),
+        CodeRegion::new(&twin, "toy::add"),
+        CodeRegion::new(&tramp, "toy-tramp::b"),
+        CodeRegion::new(&tramp, "toy-tramp::c"),
+    ];
+    dump.register(&batch).expect("batch 1");
+    // A later batch with the same bytes again, as a second function.
+    dump.register(&[CodeRegion::new(&twin, "toy::plus")])
+        .expect("batch 2");
+    dump.finish().unwrap();
+
+    let loads = dumped_code(file.path());
+    let names: Vec<&str> = loads.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "toy-tramp::a",
+            "toy::add",
+            "toy-tramp::b",
+            "toy-tramp::c",
+            "toy::plus"
+        ]
+    );
+    // The first copy of each byte string is exact; repeats are the code
+    // followed by a marker, never a change to the code.
+    assert_eq!(loads[0].1, tramp);
+    assert_eq!(loads[1].1, twin);
+    for (copy, live) in [
+        (&loads[2].1, &tramp[..]),
+        (&loads[3].1, &tramp),
+        (&loads[4].1, &twin),
+    ] {
+        assert_eq!(copy.len(), live.len() + MARKER_LEN);
+        assert_eq!(&copy[..live.len()], live);
+    }
+    // Newer perf: build-id = SHA-1 of the CODE_LOAD code bytes alone.
+    let build_ids: std::collections::HashSet<Vec<u8>> = loads
+        .iter()
+        .map(|(_, code)| Sha1::digest(code).to_vec())
+        .collect();
+    assert_eq!(
+        build_ids.len(),
+        loads.len(),
+        "every object has its own build-id"
+    );
 }

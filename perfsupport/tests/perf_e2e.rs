@@ -15,9 +15,10 @@
 
 mod common;
 
-use common::{SPIN_CODE, SPIN_LINES, cranelift_like_cie, frame_pointer_fde};
+use common::{SPIN_CODE, SPIN_LINES};
+use perfsupport::unwind::x86_64::{frame_pointer_fde, system_v_cie};
 use perfsupport::unwind::{PerfUnwindData, REGION_START, reserved_region_size};
-use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, RegionKind, UnwindInfo};
+use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, UnwindInfo};
 use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -365,8 +366,8 @@ fn run_child(work: &Path) -> Result<(), String> {
     profilers.add(Box::new(jitdump));
 
     // 2. Lay out each region with its reserved tail, then make it executable.
-    let cie = cranelift_like_cie();
-    let spin_fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32);
+    let cie = system_v_cie();
+    let spin_fde = frame_pointer_fde(REGION_START, SPIN_CODE.len() as u32).unwrap();
     let spin_unwind = UnwindInfo {
         cie: &cie,
         fde: &spin_fde,
@@ -414,10 +415,10 @@ fn run_child(work: &Path) -> Result<(), String> {
         })
         .collect();
     let regions = [
-        CodeRegion::new(spin_code, SYMBOL, RegionKind::JitCode)
+        CodeRegion::new(spin_code, SYMBOL)
             .with_unwind(spin_unwind)
             .with_lines(&lines),
-        CodeRegion::new(mid_code, MID_SYMBOL, RegionKind::JitCode).with_unwind(mid_unwind),
+        CodeRegion::new(mid_code, MID_SYMBOL).with_unwind(mid_unwind),
     ];
     let failures = profilers.register(&regions);
     if !failures.is_empty() {

@@ -3,7 +3,7 @@
 mod common;
 
 use common::scratch_dir;
-use perfsupport::{CodeRegion, JitDump, PerfMap, ProfilerSink, Profilers, RegionKind};
+use perfsupport::{CodeRegion, JitDump, PerfMap, ProfilerSink, Profilers};
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -56,14 +56,19 @@ fn writes_one_line_per_region_lazily_with_mode_0644() {
 
     let code = vec![0x90u8; 300];
     let regions = [
-        CodeRegion::new(&code[..11], "toy::fib", RegionKind::JitCode),
-        CodeRegion::new(
-            &code[16..43],
-            "toy-tramp::main with spaces",
-            RegionKind::Trampoline,
-        ),
-        CodeRegion::new(&code[64..], "evil\nname\r\0x", RegionKind::Other),
+        CodeRegion::new(&code[..11], "toy::fib"),
+        CodeRegion::new(&code[16..43], "toy-tramp::main with spaces"),
+        CodeRegion::new(&code[64..], "toy::stub"),
     ];
+    // A name that would split the line is rejected, and nothing is written.
+    let evil = CodeRegion::new(&code[64..], "evil\nname");
+    let err = map.register(&[regions[0], evil]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("\"evil\\nname\": name contains a newline"),
+        "{err}"
+    );
+    assert!(!path.exists(), "a rejected batch creates nothing");
     map.register(&regions).expect("register");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
@@ -71,7 +76,7 @@ fn writes_one_line_per_region_lazily_with_mode_0644() {
     let expected: Vec<(u64, u64, String)> = vec![
         (regions[0].start(), 11, "toy::fib".into()),
         (regions[1].start(), 27, "toy-tramp::main with spaces".into()),
-        (regions[2].start(), 236, "evil_name__x".into()),
+        (regions[2].start(), 236, "toy::stub".into()),
     ];
     assert_eq!(lines, expected);
     // Exact text, as perf and CPython's test expect it.
@@ -100,11 +105,7 @@ fn eight_threads_ten_thousand_entries_each_no_torn_or_lost_line() {
                 for i in 0..ENTRIES {
                     let offset = (thread * 512 + i % 256) % 4000;
                     let name = format!("toy::t{thread}_e{i}");
-                    let region = CodeRegion::new(
-                        &code[offset..offset + 1 + i % 64],
-                        &name,
-                        RegionKind::JitCode,
-                    );
+                    let region = CodeRegion::new(&code[offset..offset + 1 + i % 64], &name);
                     map.register(&[region]).expect("register");
                 }
             });
@@ -138,8 +139,7 @@ fn stale_map_of_a_dead_process_is_replaced() {
     std::fs::write(&path, "dead00 10 old::name\n").unwrap();
     let map = PerfMap::in_dir(dir.path());
     let code = [0xc3u8; 8];
-    map.register(&[CodeRegion::new(&code, "toy::new", RegionKind::JitCode)])
-        .unwrap();
+    map.register(&[CodeRegion::new(&code, "toy::new")]).unwrap();
     let lines = parse_lines(&std::fs::read_to_string(&path).unwrap());
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0].2, "toy::new");
@@ -158,12 +158,8 @@ fn appends_alongside_another_writer() {
         .unwrap();
     let code = [0xc3u8; 8];
     for i in 0..100 {
-        map.register(&[CodeRegion::new(
-            &code,
-            &format!("toy::ours{i}"),
-            RegionKind::JitCode,
-        )])
-        .unwrap();
+        map.register(&[CodeRegion::new(&code, &format!("toy::ours{i}"))])
+            .unwrap();
         writeln!(other, "1000 10 cranelift{i}").unwrap();
     }
     let lines = parse_lines(&std::fs::read_to_string(&path).unwrap());
@@ -188,7 +184,7 @@ fn a_second_map_for_the_same_path_is_refused() {
     // The first map's file survives.
     let code = [0xc3u8; 8];
     first
-        .register(&[CodeRegion::new(&code, "toy::kept", RegionKind::JitCode)])
+        .register(&[CodeRegion::new(&code, "toy::kept")])
         .unwrap();
     assert!(
         std::fs::read_to_string(first.path().unwrap())
@@ -209,9 +205,7 @@ fn a_second_map_for_the_same_path_is_refused() {
 /// jitdump, as a VM would.
 fn fork_helper(dir: &Path) {
     let code = [0xc3u8; 16];
-    let region = |range: std::ops::Range<usize>, name| {
-        CodeRegion::new(&code[range], name, RegionKind::JitCode)
-    };
+    let region = |range: std::ops::Range<usize>, name| CodeRegion::new(&code[range], name);
     let mut profilers = Profilers::new();
     profilers.add(Box::new(PerfMap::in_dir(dir)));
     profilers.add(Box::new(JitDump::create_in(dir).unwrap()));

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use super::load::ToyProfile;
+use super::load::VmProfile;
 
 /// One line per distinct stack, root first, frames joined by `;`, then a
 /// space and the number of samples; sorted by stack.
-pub fn folded_lines(profile: &ToyProfile) -> Vec<String> {
+pub fn folded_lines(profile: &VmProfile) -> Vec<String> {
     let names: Vec<String> = profile
         .frames
         .iter()
@@ -67,8 +67,9 @@ mod tests {
             file: "a.toy".into(),
             line: 1,
         };
-        let profile = ToyProfile {
-            script: "a.toy".into(),
+        let profile = VmProfile {
+            interp: "toyvm".into(),
+            script: Some("a.toy".into()),
             period_us: 1000,
             frames: vec![frame("<main>"), frame("f"), frame("odd name;x")],
             stacks: vec![vec![0, 1], vec![0, 2], vec![0, 1], vec![0]],

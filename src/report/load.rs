@@ -1,26 +1,40 @@
-//! Reading a profile file and checking that toyvm wrote it.
+//! Reading a vmprof profile written by any VM into the frames and stacks
+//! the report needs.
+//!
+//! Code names follow vmprof's convention `class:function:line:file` (toyvm
+//! writes `toy:fib:3:fib.toy`, CPython's PyPI `vmprof` writes
+//! `py:inner:1:busy.py`); the class is not shown, the file may contain
+//! colons. A name in another shape (a native symbol, say) is shown as it
+//! is, and a code id the file never names as its hexadecimal address.
+//!
+//! A file without trailer (the profiler was killed) is read as far as its
+//! records are whole, with a warning: a profile of a long run stopped by a
+//! signal is still worth reading.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use perfsupport::vmprof::{ReadError, read_profile};
+use perfsupport::vmprof::{ReadError, read_salvaging};
 
-/// One Toy function as named in a profile: `toy:<name>:<line>:<file>`.
+/// One code object as named in a profile.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
-    /// The function name (`<main>` for the script body).
+    /// The function name (`<main>` for a toyvm script body), or the whole
+    /// code name when it is not `class:function:line:file`.
     pub name: String,
-    /// The script path as given to `toyvm run`.
+    /// The source file as the VM named it; empty when unknown.
     pub file: String,
-    /// The line of the function's `fn` keyword (1 for `<main>`).
+    /// The line the function starts at; 0 when unknown.
     pub line: u32,
 }
 
-/// A toyvm profile: the frames and every sample's stack.
+/// A profile, ready for the report.
 #[derive(Debug)]
-pub struct ToyProfile {
-    /// The script that was profiled (the `script` META record).
-    pub script: String,
+pub struct VmProfile {
+    /// The interpreter name from the HEADER record (`toyvm`, `cpython`...).
+    pub interp: String,
+    /// The program that was profiled (the `script` META record), if named.
+    pub script: Option<String>,
     /// CPU time one sample stands for, in microseconds.
     pub period_us: u64,
     /// Every frame that occurs in a sample.
@@ -29,69 +43,81 @@ pub struct ToyProfile {
     pub stacks: Vec<Vec<usize>>,
 }
 
-/// Reads `path`, rejecting files toyvm did not write (with a message that
-/// says why, for `toyvm report: PATH: <message>`).
-pub fn load(path: &Path) -> Result<ToyProfile, String> {
-    let profile = read_profile(path).map_err(describe_read_error)?;
-    if profile.interp != vm::vmprof::INTERP_NAME {
-        return Err(format!(
-            "not a toyvm profile (it was written by '{}')",
-            profile.interp
-        ));
-    }
-    if !profile.has_trailer {
-        return Err(
-            "truncated profile: it has no trailer (was toyvm killed while profiling?)".into(),
-        );
-    }
-    let script = profile.meta_value("script").unwrap_or("?").to_owned();
+/// A loaded profile and what the reader had to warn about.
+pub struct Loaded {
+    /// The profile.
+    pub profile: VmProfile,
+    /// Set when the file has no trailer: why, phrased for a warning.
+    pub incomplete: Option<String>,
+}
+
+/// Reads `path`; the error says why it is not a usable profile (for
+/// `error: PATH: <message>`).
+pub fn load(path: &Path) -> Result<Loaded, String> {
+    let salvaged = read_salvaging(path).map_err(describe_read_error)?;
+    let profile = salvaged.profile;
+    let incomplete = match (&salvaged.cut, profile.has_trailer) {
+        (_, true) => None,
+        (Some(ReadError::Truncated { offset, what }), false) => Some(format!(
+            "the profile has no trailer and ends inside {what} at offset {offset}; showing the {} whole samples before it (was the profiler killed?)",
+            profile.samples.len()
+        )),
+        (_, false) => Some(format!(
+            "the profile has no trailer; showing its {} samples (was the profiler killed?)",
+            profile.samples.len()
+        )),
+    };
     let mut frames = Vec::new();
     let mut index_of: HashMap<u64, usize> = HashMap::new();
     let mut stacks = Vec::with_capacity(profile.samples.len());
     for sample in &profile.samples {
-        let mut stack = Vec::with_capacity(sample.stack.len());
-        for &id in &sample.stack {
-            let index = match index_of.get(&id) {
-                Some(&index) => index,
-                None => {
-                    let name = profile
-                        .name(id)
-                        .ok_or_else(|| format!("not a toyvm profile: code id {id} has no name"))?;
-                    let frame = parse_code_name(name).ok_or_else(|| {
-                        format!("not a toyvm profile: code name {name:?} is not toy:<function>:<line>:<file>")
-                    })?;
-                    frames.push(frame);
-                    index_of.insert(id, frames.len() - 1);
+        let stack = sample
+            .stack
+            .iter()
+            .map(|&id| {
+                *index_of.entry(id).or_insert_with(|| {
+                    frames.push(match profile.name(id) {
+                        Some(name) => parse_code_name(name),
+                        None => Frame {
+                            name: format!("{id:#x}"),
+                            file: String::new(),
+                            line: 0,
+                        },
+                    });
                     frames.len() - 1
-                }
-            };
-            stack.push(index);
-        }
+                })
+            })
+            .collect();
         stacks.push(stack);
     }
-    Ok(ToyProfile {
-        script,
-        period_us: u64::try_from(profile.period_us).unwrap_or(0),
-        frames,
-        stacks,
+    Ok(Loaded {
+        profile: VmProfile {
+            script: profile.meta_value("script").map(str::to_owned),
+            interp: profile.interp,
+            period_us: u64::try_from(profile.period_us).unwrap_or(0),
+            frames,
+            stacks,
+        },
+        incomplete,
     })
 }
 
-/// Splits `toy:<name>:<line>:<file>`; `None` for anything else.
-fn parse_code_name(name: &str) -> Option<Frame> {
-    let rest = name
-        .strip_prefix(vm::vmprof::CODE_CLASS)?
-        .strip_prefix(':')?;
-    let mut parts = rest.splitn(3, ':');
-    let (func, line, file) = (parts.next()?, parts.next()?, parts.next()?);
-    if func.is_empty() || file.contains(':') {
-        return None;
+/// Splits `class:function:line:file`; any other name is kept whole.
+fn parse_code_name(name: &str) -> Frame {
+    let mut parts = name.splitn(4, ':');
+    let (_class, func, line, file) = (parts.next(), parts.next(), parts.next(), parts.next());
+    match (func, line.and_then(|l| l.parse().ok()), file) {
+        (Some(func), Some(line), Some(file)) if !func.is_empty() => Frame {
+            name: func.to_owned(),
+            file: file.to_owned(),
+            line,
+        },
+        _ => Frame {
+            name: name.to_owned(),
+            file: String::new(),
+            line: 0,
+        },
     }
-    Some(Frame {
-        name: func.to_owned(),
-        file: file.to_owned(),
-        line: line.parse().ok()?,
-    })
 }
 
 /// The reader's error, phrased for someone who passed the wrong file.
@@ -101,10 +127,10 @@ fn describe_read_error(error: ReadError) -> String {
         ReadError::BadHeader(why) => format!("wrong magic: not a vmprof profile ({why})"),
         ReadError::Gzip => error.to_string(),
         ReadError::UnknownVersion(v) => {
-            format!("unknown vmprof format version {v} (toyvm writes version 6)")
+            format!("unknown vmprof format version {v} (versions 0 to 7 are read)")
         }
         ReadError::Truncated { .. } => error.to_string(),
-        ReadError::RPythonProfile => format!("not a toyvm profile: {error}"),
+        ReadError::RPythonProfile => format!("cannot show this profile: {error}"),
         other => format!("corrupt profile: {other}"),
     }
 }
@@ -113,19 +139,31 @@ fn describe_read_error(error: ReadError) -> String {
 mod tests {
     use super::*;
 
+    fn frame(name: &str, file: &str, line: u32) -> Frame {
+        Frame {
+            name: name.into(),
+            file: file.into(),
+            line,
+        }
+    }
+
     #[test]
-    fn code_names_split_into_function_line_and_file() {
+    fn code_names_of_any_class_split_into_function_line_and_file() {
         assert_eq!(
             parse_code_name("toy:<main>:1:a/b.toy"),
-            Some(Frame {
-                name: "<main>".into(),
-                file: "a/b.toy".into(),
-                line: 1
-            })
+            frame("<main>", "a/b.toy", 1)
         );
-        assert_eq!(parse_code_name("py:main:1:a.py"), None);
-        assert_eq!(parse_code_name("toy:f:x:a.toy"), None);
-        assert_eq!(parse_code_name("toy:f:1:C:/a.toy"), None);
-        assert_eq!(parse_code_name("toy::1:a.toy"), None);
+        assert_eq!(
+            parse_code_name("py:inner:12:/x/busy.py"),
+            frame("inner", "/x/busy.py", 12)
+        );
+        assert_eq!(
+            parse_code_name("toy:f:1:C:/a.toy"),
+            frame("f", "C:/a.toy", 1)
+        );
+        // Other shapes stay whole.
+        for odd in ["toy:f:x:a.toy", "toy::1:a.toy", "malloc", "n:f:1"] {
+            assert_eq!(parse_code_name(odd), frame(odd, "", 0));
+        }
     }
 }

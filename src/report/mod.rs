@@ -1,6 +1,7 @@
-//! `toyvm report FILE`: reads a profile written by `toyvm run --vmprof`
-//! and prints a call tree and a flat profile, or collapsed stacks
-//! (`--folded`), and/or draws an SVG flame graph (`--flamegraph`).
+//! `toyvm report FILE`: reads a vmprof profile (written by `toyvm run
+//! --vmprof` or by any other VM, see [`load`]) and prints a call tree and a
+//! flat profile, or collapsed stacks (`--folded`), and/or draws an SVG
+//! flame graph (`--flamegraph`).
 
 mod folded;
 mod load;
@@ -29,14 +30,19 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PERCENT", default_value_t = 0.5)]
     min_percent: f64,
 
-    /// A profile written by `toyvm run --vmprof FILE`.
+    /// A vmprof profile: written by `toyvm run --vmprof FILE`, or by any
+    /// VM that writes the vmprof format (CPython's `python -m vmprof`...).
     file: PathBuf,
 }
 
 /// Runs `toyvm report`; errors are printed as `error: FILE: why`.
 pub fn run(args: ReportArgs) -> Result<u8, ()> {
-    let fail = |why: String| eprintln!("error: {}: {why}", args.file.display());
-    let profile = load::load(&args.file).map_err(fail)?;
+    let fail = |why: String| say!("error: {}: {why}", args.file.display());
+    let loaded = load::load(&args.file).map_err(fail)?;
+    if let Some(why) = &loaded.incomplete {
+        warn!("{}: {why}", args.file.display());
+    }
+    let profile = loaded.profile;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let printed = if args.folded {
@@ -50,23 +56,33 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
     if let Err(e) = printed.and_then(|()| stdout.flush())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
-        eprintln!("error: writing the report: {e}");
+        say!("error: writing the report: {e}");
         return Err(());
     }
     if let Some(svg) = &args.flamegraph {
         draw(&profile, svg)?;
-        eprintln!("wrote the flame graph to {}", svg.display());
+        say!("wrote the flame graph to {}", svg.display());
     }
     Ok(0)
 }
 
-/// Writes the flame graph of `profile` to `svg`.
-fn draw(profile: &load::ToyProfile, svg: &std::path::Path) -> Result<(), ()> {
+/// Writes the flame graph of `profile` to `svg`, a file created safely (a
+/// symlink or another user's file there is refused, the mode is 0644 under
+/// any umask; see `perfsupport::safe_file`).
+fn draw(profile: &load::VmProfile, svg: &std::path::Path) -> Result<(), ()> {
+    use perfsupport::create_output_file;
     let lines = folded::folded_lines(profile);
-    let fail = |why: String| eprintln!("error: {}: {why}", svg.display());
-    let file = std::fs::File::create(svg).map_err(|e| fail(format!("cannot create: {e}")))?;
+    let fail = |why: String| say!("error: {}: {why}", svg.display());
+    if lines.is_empty() {
+        fail("the profile has no samples: there is nothing to draw".into());
+        return Err(());
+    }
+    let file = create_output_file(svg).map_err(|e| fail(format!("cannot create: {e}")))?;
     let mut out = std::io::BufWriter::new(file);
-    let title = format!("toyvm: {}", profile.script);
+    let title = match &profile.script {
+        Some(script) => format!("{}: {script}", profile.interp),
+        None => profile.interp.clone(),
+    };
     folded::write_flamegraph(&lines, &title, &mut out).map_err(fail)?;
     out.flush().map_err(|e| fail(format!("cannot write: {e}")))
 }

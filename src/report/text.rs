@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::load::{Frame, ToyProfile};
+use super::load::{Frame, VmProfile};
 use super::tree::{CallTree, flat_profile};
 
 /// Function names longer than this are cut (with `…`) to keep columns
@@ -14,14 +14,18 @@ const MAX_INDENT_LEVELS: usize = 24;
 
 /// Renders the whole report. Tree nodes under `min_percent` of all
 /// samples are left out (the flat profile lists every function).
-pub fn render(profile: &ToyProfile, min_percent: f64) -> String {
+pub fn render(profile: &VmProfile, min_percent: f64) -> String {
     let mut out = String::new();
     let samples = profile.stacks.len() as u64;
     let cpu_ms = samples * profile.period_us / 1000;
+    let of = match &profile.script {
+        Some(script) => format!(" of {script}"),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "toyvm profile of {}: {samples} samples, one per {} µs of CPU time ({}.{:03} s)",
-        profile.script,
+        "{} profile{of}: {samples} samples, one per {} µs of CPU time ({}.{:03} s)",
+        profile.interp,
         profile.period_us,
         cpu_ms / 1000,
         cpu_ms % 1000
@@ -117,8 +121,12 @@ fn short_name(name: &str) -> String {
 }
 
 /// `file:line` with only the file's last path component: the script's
-/// directory is the same for every function.
+/// directory is the same for every function. `-` when the profile does not
+/// say.
 fn location(frame: &Frame) -> String {
+    if frame.file.is_empty() {
+        return "-".to_owned();
+    }
     let file = frame.file.rsplit('/').next().unwrap_or(&frame.file);
     format!("{file}:{}", frame.line)
 }
@@ -139,5 +147,11 @@ mod tests {
             line: 3,
         };
         assert_eq!(location(&frame), "fib.toy:3");
+        let native = Frame {
+            name: "malloc".into(),
+            file: String::new(),
+            line: 0,
+        };
+        assert_eq!(location(&native), "-");
     }
 }

@@ -1,11 +1,18 @@
 //! The call tree and the flat profile, computed from the samples.
+//!
+//! Both take time linear in the number of frames in all samples: the tree
+//! finds a node's child for a frame in a hash map keyed by (parent, frame),
+//! so a node with a hundred thousand children (as many distinct leaves
+//! under `<main>`) costs no more per sample than one with two.
 
-use super::load::ToyProfile;
+use std::collections::HashMap;
+
+use super::load::VmProfile;
 
 /// One node of the call tree: a frame reached by one call path.
 #[derive(Debug)]
 pub struct Node {
-    /// Index into [`ToyProfile::frames`].
+    /// Index into [`VmProfile::frames`].
     pub frame: usize,
     /// Samples in this function or anything it called on this path.
     pub total: u64,
@@ -26,7 +33,7 @@ pub struct CallTree {
 
 impl CallTree {
     /// Builds the tree of `profile`'s samples.
-    pub fn build(profile: &ToyProfile) -> CallTree {
+    pub fn build(profile: &VmProfile) -> CallTree {
         let mut tree = CallTree {
             nodes: vec![Node {
                 frame: usize::MAX,
@@ -35,6 +42,7 @@ impl CallTree {
                 children: Vec::new(),
             }],
         };
+        let mut child_of: HashMap<(usize, usize), usize> = HashMap::new();
         for stack in &profile.stacks {
             let mut at = 0;
             tree.nodes[0].total += 1;
@@ -44,7 +52,9 @@ impl CallTree {
                     continue;
                 }
                 previous = Some(frame);
-                at = tree.child(at, frame);
+                at = *child_of
+                    .entry((at, frame))
+                    .or_insert_with(|| tree.add_child(at, frame));
                 tree.nodes[at].total += 1;
             }
             tree.nodes[at].self_samples += 1;
@@ -57,15 +67,8 @@ impl CallTree {
         tree
     }
 
-    /// The child of `parent` for `frame`, created if new.
-    fn child(&mut self, parent: usize, frame: usize) -> usize {
-        if let Some(&c) = self.nodes[parent]
-            .children
-            .iter()
-            .find(|&&c| self.nodes[c].frame == frame)
-        {
-            return c;
-        }
+    /// Creates a child of `parent` for `frame`; returns its index.
+    fn add_child(&mut self, parent: usize, frame: usize) -> usize {
         self.nodes.push(Node {
             frame,
             total: 0,
@@ -81,7 +84,7 @@ impl CallTree {
 /// One line of the flat profile.
 #[derive(Debug, PartialEq, Eq)]
 pub struct FlatEntry {
-    /// Index into [`ToyProfile::frames`].
+    /// Index into [`VmProfile::frames`].
     pub frame: usize,
     /// Samples with this function anywhere on the stack (counted once per
     /// sample, however deep the recursion).
@@ -92,7 +95,7 @@ pub struct FlatEntry {
 
 /// Every frame's total and self samples, sorted by total, largest first;
 /// among equal totals callers (frames seen nearer the root) come first.
-pub fn flat_profile(profile: &ToyProfile) -> Vec<FlatEntry> {
+pub fn flat_profile(profile: &VmProfile) -> Vec<FlatEntry> {
     let mut entries: Vec<FlatEntry> = (0..profile.frames.len())
         .map(|frame| FlatEntry {
             frame,
@@ -130,14 +133,15 @@ mod tests {
     use super::*;
     use crate::report::load::Frame;
 
-    fn profile(stacks: Vec<Vec<usize>>) -> ToyProfile {
+    fn profile(stacks: Vec<Vec<usize>>) -> VmProfile {
         let frame = |name: &str| Frame {
             name: name.into(),
             file: "a.toy".into(),
             line: 1,
         };
-        ToyProfile {
-            script: "a.toy".into(),
+        VmProfile {
+            interp: "toyvm".into(),
+            script: Some("a.toy".into()),
             period_us: 1000,
             frames: vec![frame("<main>"), frame("f"), frame("g")],
             stacks,
@@ -163,6 +167,21 @@ mod tests {
         let g = tree.nodes[f].children[0];
         assert_eq!((tree.nodes[g].total, tree.nodes[g].self_samples), (2, 2));
         assert!(tree.nodes[g].children.is_empty());
+    }
+
+    #[test]
+    fn a_node_with_many_children_finds_each_child_again() {
+        // 3 frames: <main> with children f and g, alternating, many times.
+        let stacks = (0..1000).map(|i| vec![0, 1 + i % 2]).collect();
+        let tree = CallTree::build(&profile(stacks));
+        assert_eq!(tree.nodes.len(), 4, "root, <main>, f, g: no duplicates");
+        let main = tree.nodes[0].children[0];
+        let totals: Vec<u64> = tree.nodes[main]
+            .children
+            .iter()
+            .map(|&c| tree.nodes[c].total)
+            .collect();
+        assert_eq!(totals, vec![500, 500]);
     }
 
     #[test]

@@ -44,6 +44,11 @@ const FRONT_END_STACK: usize = 512 << 20;
 pub type TierUpFactory =
     std::sync::Arc<dyn Fn() -> Box<dyn crate::runtime::tier::TierUp> + Send + Sync>;
 
+/// Called once with the run's [`runtime::PendingOutput`] when the VM
+/// exists, so a signal thread can write out what the script printed before
+/// the process stops (see [`runtime::output`]).
+pub type OutputHook = std::sync::Arc<dyn Fn(runtime::PendingOutput) + Send + Sync>;
+
 /// How to run a script.
 #[derive(Clone)]
 pub struct Options {
@@ -60,6 +65,8 @@ pub struct Options {
     pub line_buffered: bool,
     /// The JIT to run with; `None` interprets everything.
     pub tier_up: Option<TierUpFactory>,
+    /// See [`OutputHook`].
+    pub on_output: Option<OutputHook>,
 }
 
 impl std::fmt::Debug for Options {
@@ -70,6 +77,7 @@ impl std::fmt::Debug for Options {
             .field("line_buffered", &self.line_buffered)
             .field("tier_up", &self.tier_up.is_some())
             .field("vmprof", &self.vmprof)
+            .field("on_output", &self.on_output.is_some())
             .finish()
     }
 }
@@ -82,6 +90,7 @@ impl Default for Options {
             vmprof: None,
             line_buffered: false,
             tier_up: None,
+            on_output: None,
         }
     }
 }
@@ -224,6 +233,9 @@ fn execute(
         vm.heap.set_stress();
     }
     vm.out.line_buffered = options.line_buffered;
+    if let Some(hook) = &options.on_output {
+        hook(vm.out.pending());
+    }
     // Profiling starts before the JIT does, so compiled code knows whether
     // to write frame records for the calls it inlines (`--vmprof-inlined`,
     // see `crate::vmprof`).

@@ -15,7 +15,7 @@
 //! table), UNWINDING_INFO, then CODE_LOAD: perf attaches the pending
 //! DEBUG_INFO and UNWINDING_INFO records to the **next** CODE_LOAD.
 
-use crate::region::{CodeRegion, sanitize_name};
+use crate::region::CodeRegion;
 use crate::unwind::{EH_FRAME_HDR_SIZE, PerfUnwindData};
 
 /// File header size, and the value of its `total_size` field.
@@ -76,7 +76,7 @@ pub enum RecordId {
     /// | 40 | u64 | code_size | bytes of code |
     /// | 48 | u64 | code_index | unique per process: perf writes `jitted-<pid>-<code_index>.so` |
     /// | 56 | char[] | name | NUL-terminated; becomes the ELF symbol |
-    /// | … | u8 × code_size | code | the live bytes, with the build-id marker (see [`JitDump`](super::JitDump)) |
+    /// | … | u8 × code_size | code | the live bytes, then a build-id marker for repeated bytes (see [`build_id`](super::build_id)) |
     ///
     /// `total_size = 56 + strlen(name) + 1 + code_size`, no padding.
     CodeLoad = 0,
@@ -156,7 +156,7 @@ fn put_debug_entry(out: &mut Vec<u8>, address: u64, line: u32, column: u32, file
     put_u64(out, address);
     put_u32(out, line);
     put_u32(out, column);
-    out.extend_from_slice(sanitize_name(file).as_bytes());
+    out.extend_from_slice(file.as_bytes());
     out.push(0);
 }
 
@@ -176,29 +176,31 @@ pub(crate) struct CodeLoad<'a> {
     pub(crate) pid: u32,
     pub(crate) tid: u32,
     pub(crate) code_index: u64,
-    pub(crate) build_id_marker: u64,
+    /// Appended after the code when its bytes were dumped before (see
+    /// [`super::build_id`]).
+    pub(crate) build_id_marker: Option<[u8; super::build_id::MARKER_LEN]>,
     pub(crate) region: &'a CodeRegion<'a>,
 }
 
 // ANCHOR: put_code_load
-/// Appends a CODE_LOAD record: the code is copied and the marker XORed into
-/// the copy's last bytes (see [`apply_build_id_marker`]).
+/// Appends a CODE_LOAD record: the live code as it is, then the build-id
+/// marker if there is one (`code_size` counts it).
 pub(crate) fn put_code_load(out: &mut Vec<u8>, load: &CodeLoad<'_>, timestamp: u64) {
     let start = out.len();
     let region = load.region;
+    let marker: &[u8] = load.build_id_marker.as_ref().map_or(&[], |m| &m[..]);
     put_record_header(out, RecordId::CodeLoad, timestamp);
     put_u32(out, load.pid);
     put_u32(out, load.tid);
     put_u64(out, region.start());
     put_u64(out, region.start());
-    put_u64(out, region.size());
+    put_u64(out, region.size() + marker.len() as u64);
     put_u64(out, load.code_index);
     debug_assert_eq!(out.len() - start, CODE_LOAD_FIXED_SIZE);
-    out.extend_from_slice(sanitize_name(region.name).as_bytes());
+    out.extend_from_slice(region.name.as_bytes());
     out.push(0);
-    let code_start = out.len();
     out.extend_from_slice(region.code);
-    apply_build_id_marker(&mut out[code_start..], load.build_id_marker);
+    out.extend_from_slice(marker);
     finish_record(out, start, 1);
 }
 // ANCHOR_END: put_code_load
@@ -209,23 +211,6 @@ pub(crate) fn put_close(out: &mut Vec<u8>, timestamp: u64) {
     put_record_header(out, RecordId::Close, timestamp);
     finish_record(out, start, 1);
 }
-
-// ANCHOR: build_id_marker
-/// XORs `marker` (little-endian) into the last `min(8, code.len())` bytes.
-///
-/// Newer perf derives each `jitted-*.so` build-id from the code bytes only,
-/// so byte-identical regions (our interpreter-entry trampolines) would get
-/// one build-id, be merged, and show one name for all. The marker makes every
-/// dumped copy unique. It is applied to the **copy** in the dump only: the
-/// live code is never touched. The cost: `perf annotate` shows the last
-/// instruction(s) of a region garbled. XOR it again to get the live bytes.
-pub fn apply_build_id_marker(code: &mut [u8], marker: u64) {
-    let tail = code.len().saturating_sub(8);
-    for (byte, mask) in code[tail..].iter_mut().zip(marker.to_le_bytes()) {
-        *byte ^= mask;
-    }
-}
-// ANCHOR_END: build_id_marker
 
 fn put_record_header(out: &mut Vec<u8>, id: RecordId, timestamp: u64) {
     put_u32(out, id as u32);

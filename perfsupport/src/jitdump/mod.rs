@@ -34,17 +34,18 @@
 //!   mappings (no `noexec` mount), and the dump must stay until
 //!   `perf inject` has run.
 //!
-//! # The build-id marker
+//! # Build-id markers
 //!
-//! Upstream perf (2025+) derives each `jitted-*.so` build-id from the code
-//! bytes alone, so byte-identical regions (per-function interpreter
-//! trampolines) would be merged and show one name. Like CPython's
-//! `perf_jit_trampoline.c`, the writer XORs a marker unique to the process
-//! and the code index into the last bytes of the **copy** it dumps
-//! ([`format::apply_build_id_marker`], [`JitDump::build_id_marker`]). The
-//! live code is never modified.
+//! Current perf derives each `jitted-*.so` build-id from the dumped code
+//! bytes alone, so byte-identical regions would be merged into one object.
+//! A region whose bytes the dump already holds gets a short marker
+//! **appended** after its code in the dump; every other region is dumped
+//! exactly as it runs. [`build_id`] explains the scheme.
 
+pub mod build_id;
 pub mod format;
+
+pub use build_id::MARKER_LEN;
 
 use crate::os::{MarkerMapping, current_tid, monotonic_ns};
 use crate::region::{CodeRegion, validate_batch};
@@ -53,6 +54,7 @@ use crate::safe_file::{
 };
 use crate::sink::ProfilerSink;
 use crate::unwind::PerfUnwindData;
+use build_id::DumpedCode;
 use format::CodeLoad;
 use parking_lot::Mutex;
 use std::fs::File;
@@ -77,7 +79,7 @@ pub struct JitDump {
     /// Kept for the process lifetime, never unmapped (see [`MarkerMapping`]).
     marker: Option<MarkerMapping>,
     pid: u32,
-    /// Per-process part of the build-id marker.
+    /// Per-process part of the build-id markers.
     salt: u64,
     /// False only for negative controls (see [`JitDump::without_unwinding_records`]).
     unwinding_records: bool,
@@ -89,6 +91,8 @@ struct State {
     file: Option<File>,
     closed_because: &'static str,
     next_code_index: u64,
+    /// What was dumped so far, to give repeated bytes a marker.
+    dumped: DumpedCode,
     /// Formatting buffer reused across batches (empty between batches).
     buffer: Vec<u8>,
 }
@@ -101,7 +105,7 @@ impl JitDump {
     /// # Errors
     ///
     /// `InvalidInput` for a directory under `/tmp/perf-`; the creation errors
-    /// of [`crate::safe_file::create_replacing_stale`];
+    /// of [`create_output_file`](crate::create_output_file);
     /// `AlreadyExists` if a sink of this process already wrote the dump; the I/O error
     /// of writing the header or of the marker `mmap` (e.g. a `noexec` mount).
     pub fn create_in(dir: impl AsRef<Path>) -> io::Result<JitDump> {
@@ -153,6 +157,7 @@ impl JitDump {
                 file: Some(file),
                 closed_because: "",
                 next_code_index: 0,
+                dumped: DumpedCode::default(),
                 buffer: Vec::new(),
             }),
             claim,
@@ -184,13 +189,6 @@ impl JitDump {
     pub fn marker_address(&self) -> Option<usize> {
         self.marker.as_ref().map(MarkerMapping::address)
     }
-
-    /// The value XORed into the dumped copy of the region with `code_index`
-    /// (see [`format::apply_build_id_marker`]). Different for every index of
-    /// this dump, and different between processes.
-    pub fn build_id_marker(&self, code_index: u64) -> u64 {
-        mix64(self.salt ^ code_index)
-    }
 }
 
 impl ProfilerSink for JitDump {
@@ -204,7 +202,9 @@ impl ProfilerSink for JitDump {
         // Unwind payloads are pure computation: build them outside the lock.
         let unwind = regions
             .iter()
-            .map(PerfUnwindData::for_region)
+            .map(|region| {
+                PerfUnwindData::for_region(region).map_err(|err| region_error(region, err))
+            })
             .collect::<io::Result<Vec<_>>>()?;
         let tid = current_tid();
         let mut state = self.state.lock();
@@ -212,26 +212,39 @@ impl ProfilerSink for JitDump {
             file,
             closed_because,
             next_code_index,
+            dumped,
             buffer,
         } = &mut *state;
         let Some(file) = file.as_mut() else {
-            return Err(io::Error::other(format!("jitdump: {closed_because}")));
+            return Err(io::Error::other(*closed_because));
         };
         buffer.clear();
         for (region, unwind) in regions.iter().zip(&unwind) {
+            let code_index = *next_code_index;
+            *next_code_index += 1;
+            let build_id_marker = dumped.marker_for(region.code, self.marker_seed(code_index));
             if !region.lines.is_empty() {
                 format::put_debug_info(buffer, region, monotonic_ns());
             }
             if self.unwinding_records {
-                format::put_unwinding_info(buffer, unwind, monotonic_ns());
+                match build_id_marker {
+                    None => format::put_unwinding_info(buffer, unwind, monotonic_ns()),
+                    Some(marker) => {
+                        // perf puts .eh_frame after the dumped bytes: re-lay
+                        // it out after the marker (validated above, so this
+                        // cannot fail; the rare marked region pays twice).
+                        let dumped_size = region.size() + marker.len() as u64;
+                        let moved = PerfUnwindData::for_dumped_region(region, dumped_size)
+                            .map_err(|err| region_error(region, err))?;
+                        format::put_unwinding_info(buffer, &moved, monotonic_ns());
+                    }
+                }
             }
-            let code_index = *next_code_index;
-            *next_code_index += 1;
             let load = CodeLoad {
                 pid: self.pid,
                 tid,
                 code_index,
-                build_id_marker: self.build_id_marker(code_index),
+                build_id_marker,
                 region,
             };
             format::put_code_load(buffer, &load, monotonic_ns());
@@ -255,7 +268,7 @@ impl ProfilerSink for JitDump {
         let Some(mut state) = self.state.try_lock() else {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
-                "jitdump: another thread held the lock when the process forked",
+                "another thread held the lock when the process forked",
             ));
         };
         state.file = None;
@@ -281,6 +294,12 @@ impl ProfilerSink for JitDump {
 }
 
 impl JitDump {
+    /// The first marker value tried for the region with `code_index`:
+    /// different for every index, and between processes.
+    fn marker_seed(&self, code_index: u64) -> u32 {
+        mix64(self.salt ^ code_index) as u32
+    }
+
     fn write_error(&self, err: io::Error) -> io::Error {
         with_context(
             err,
@@ -288,6 +307,14 @@ impl JitDump {
             self.path().unwrap_or(Path::new("jitdump")),
         )
     }
+}
+
+/// An unwind-info error of `region`, naming it.
+fn region_error(region: &CodeRegion<'_>, err: io::Error) -> io::Error {
+    io::Error::new(
+        err.kind(),
+        format!("code region {:?}: unwind info: {err}", region.name),
+    )
 }
 
 // ANCHOR: dump_path

@@ -154,7 +154,7 @@ impl Timeval {
 /// layout the module documentation tabulates. The encoder never fails; the
 /// caller validates lengths before (see [`Encoder::header`]).
 #[derive(Debug, Default)]
-pub struct Encoder {
+pub(crate) struct Encoder {
     buf: Vec<u8>,
 }
 
@@ -167,16 +167,6 @@ impl Encoder {
     /// The bytes encoded so far.
     pub fn bytes(&self) -> &[u8] {
         &self.buf
-    }
-
-    /// Number of bytes encoded so far.
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// True when nothing has been encoded since the last [`Encoder::clear`].
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
     }
 
     /// Forgets the encoded bytes, keeping the allocation.

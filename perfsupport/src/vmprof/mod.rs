@@ -43,19 +43,23 @@
 //!
 //! Modules, one job each: [`format`](mod@format) (the file format, as a spec),
 //! [`names`] (code names), [`registry`] (ids), [`shadow_stack`] (what runs
-//! now), [`frame_view`] (what runs now, read from the VM's frames), [`ring`] (signal handler → writer buffer), [`sampler`] (timer,
-//! handler, sessions), [`writer`] (the writer thread), [`reader`] (parsing
-//! profiles back).
+//! now), [`frame_view`] (what runs now, read from the VM's frames),
+//! [`sampler`] (timer, handler, sessions), [`reader`] (parsing profiles
+//! back). Private: the ring buffer from the signal handler to the writer
+//! thread, and the writer thread itself.
 
 pub mod format;
 pub mod frame_view;
 pub mod names;
 pub mod reader;
 pub mod registry;
-pub mod ring;
+mod ring;
 pub mod sampler;
 pub mod shadow_stack;
-pub mod writer;
+mod writer;
+
+#[cfg(test)]
+mod reader_fuzz;
 
 use std::fmt;
 use std::path::Path;
@@ -66,14 +70,17 @@ use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 pub use format::Timeval;
 pub use frame_view::{FrameView, FrameViewGuard, install_frame_view};
 pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
-pub use reader::{Profile, ReadError, Sample, parse_profile, read_profile};
+pub use reader::{
+    Profile, ReadError, Salvaged, Sample, parse_profile, read_profile, read_salvaging,
+    salvage_profile,
+};
 pub use registry::{
     CodeClass, CodeId, CodeIdCell, code_name_of, get_unique_id, register_code,
     register_code_object_class,
 };
 pub use sampler::{
     DEFAULT_INTERP_NAME, DEFAULT_INTERVAL, EnableOptions, MAX_INTERVAL, MIN_INTERVAL, disable,
-    enable, enable_with, is_enabled,
+    enable, enable_with, is_enabled, set_thread_filter,
 };
 pub use shadow_stack::{
     ExecuteCodeGuard, SHADOW_STACK_CAPACITY, SHADOW_STACK_DEPTH_OFFSET, SHADOW_STACK_IDS_OFFSET,
@@ -81,8 +88,8 @@ pub use shadow_stack::{
 };
 pub use writer::ProfileSummary;
 
-/// Starts profiling into a file at `path` created by
-/// [`crate::safe_file::create_replacing_stale`]: a new inode with mode 0644,
+/// Starts profiling into a file at `path` created like
+/// [`create_output_file`](crate::create_output_file): a new inode with mode 0644,
 /// close-on-exec, never reached through a symlink. A regular file of ours
 /// already at `path` is replaced; a symlink, a directory, a device or another
 /// user's file there is an error, as is a missing or read-only directory.

@@ -7,6 +7,11 @@
 //! VIRTUAL_IP and NATIVE_SYMBOLS, and a missing trailer. Everything after
 //! a TRAILER is ignored, as the real readers do.
 //!
+//! A profiler killed while writing (SIGKILL, a crash, a full disk) leaves a
+//! file without trailer that may end inside a record. [`salvage_profile`]
+//! reads such a file up to the last whole record and says where it was
+//! cut; [`parse_profile`] treats the cut as an error.
+//!
 //! It rejects, with a [`ReadError`] naming the byte offset: truncated
 //! records, a wrong static header, 4-byte or big-endian words, gzip input,
 //! unknown versions, RPython profiles, unknown markers (including the
@@ -150,14 +155,54 @@ pub fn read_profile(path: &Path) -> Result<Profile, ReadError> {
     parse_profile(&bytes)
 }
 
+/// Reads the profile at `path` with [`salvage_profile`].
+pub fn read_salvaging(path: &Path) -> Result<Salvaged, ReadError> {
+    let bytes = std::fs::read(path).map_err(ReadError::Io)?;
+    salvage_profile(&bytes)
+}
+
 /// Parses a whole profile held in memory.
 pub fn parse_profile(bytes: &[u8]) -> Result<Profile, ReadError> {
-    Parser {
+    let salvaged = salvage_profile(bytes)?;
+    match salvaged.cut {
+        Some(cut) => Err(cut),
+        None => Ok(salvaged.profile),
+    }
+}
+
+/// A profile read as far as it is whole (see [`salvage_profile`]).
+#[derive(Debug)]
+pub struct Salvaged {
+    /// Every record before the cut.
+    pub profile: Profile,
+    /// Why reading stopped early: the [`ReadError::Truncated`] of a record
+    /// cut short at the end of the file; `None` if the file ends at a
+    /// record boundary.
+    pub cut: Option<ReadError>,
+}
+
+/// Parses a profile whose writer may have been killed: a file that ends
+/// inside a record after the HEADER yields the records before it (and the
+/// cut). Every other problem is an error, as for [`parse_profile`].
+pub fn salvage_profile(bytes: &[u8]) -> Result<Salvaged, ReadError> {
+    let mut parser = Parser {
         bytes,
         pos: 0,
         record: 0,
+        seen_header: false,
+    };
+    let mut profile = Profile {
+        period_us: parser.static_header()?,
+        ..Profile::default()
+    };
+    match parser.records(&mut profile) {
+        Ok(()) => Ok(Salvaged { profile, cut: None }),
+        Err(cut @ ReadError::Truncated { .. }) if parser.seen_header => Ok(Salvaged {
+            profile,
+            cut: Some(cut),
+        }),
+        Err(error) => Err(error),
     }
-    .profile()
 }
 
 struct Parser<'a> {
@@ -165,6 +210,8 @@ struct Parser<'a> {
     pos: usize,
     /// Start of the record being parsed, for error messages.
     record: usize,
+    /// Whether the HEADER record has been read.
+    seen_header: bool,
 }
 
 impl Parser<'_> {
@@ -250,22 +297,18 @@ impl Parser<'_> {
         Ok(words[3])
     }
 
-    fn profile(mut self) -> Result<Profile, ReadError> {
-        let mut profile = Profile {
-            period_us: self.static_header()?,
-            ..Profile::default()
-        };
-        let mut seen_header = false;
+    /// Reads the records after the static header into `profile`.
+    fn records(&mut self, profile: &mut Profile) -> Result<(), ReadError> {
         while self.pos < self.bytes.len() {
             self.record = self.pos;
             let marker = self.u8("a marker")?;
             match marker {
                 MARKER_HEADER => {
-                    if seen_header {
+                    if self.seen_header {
                         return Err(self.bad("a second HEADER record"));
                     }
-                    seen_header = true;
-                    self.header(&mut profile)?;
+                    self.header(profile)?;
+                    self.seen_header = true;
                 }
                 MARKER_TIME_N_ZONE => profile.start_time = Some(self.timeval("TIME_N_ZONE")?),
                 MARKER_META => {
@@ -282,10 +325,10 @@ impl Parser<'_> {
                     profile.names.insert(id, name);
                 }
                 MARKER_STACKTRACE => {
-                    if !seen_header {
+                    if !self.seen_header {
                         return Err(self.bad("a sample before the HEADER record"));
                     }
-                    let sample = self.sample(&profile)?;
+                    let sample = self.sample(profile)?;
                     profile.samples.push(sample);
                 }
                 MARKER_TRAILER => {
@@ -303,7 +346,7 @@ impl Parser<'_> {
                 }
             }
         }
-        Ok(profile)
+        Ok(())
     }
 
     fn header(&mut self, profile: &mut Profile) -> Result<(), ReadError> {
@@ -430,6 +473,29 @@ mod tests {
         // Cut inside the sample record: a truncation error.
         let err = parse_profile(&data[..data.len() - 30]).unwrap_err();
         assert!(matches!(err, ReadError::Truncated { .. }), "{err}");
+    }
+
+    #[test]
+    fn salvaging_keeps_every_whole_record_before_a_cut() {
+        let data = tiny();
+        let whole = parse_profile(&data).unwrap();
+        // Cut inside the sample record: nothing of it, everything before.
+        let cut = salvage_profile(&data[..data.len() - 30]).unwrap();
+        assert!(matches!(cut.cut, Some(ReadError::Truncated { .. })));
+        assert!(cut.profile.samples.is_empty() && !cut.profile.has_trailer);
+        assert_eq!(cut.profile.names, whole.names);
+        // Cut inside the trailer: the sample is kept.
+        let cut = salvage_profile(&data[..data.len() - 3]).unwrap();
+        assert_eq!(cut.profile.samples, whole.samples);
+        assert!(cut.cut.is_some() && !cut.profile.has_trailer);
+        // A whole file has no cut; a cut before the HEADER is no profile.
+        assert!(salvage_profile(&data).unwrap().cut.is_none());
+        assert!(salvage_profile(&data[..45]).is_err());
+        // Damage other than a cut is still an error.
+        let mut v = data.clone();
+        v.truncate(v.len() - 25);
+        v.push(0x04);
+        assert!(salvage_profile(&v).is_err());
     }
 
     #[test]

@@ -129,7 +129,8 @@ impl SampleRing {
     // ANCHOR_END: ring_push
 
     /// Appends one sample given as a slice, root first; see
-    /// [`SampleRing::push_with`].
+    /// [`SampleRing::push_with`]. (The sampler uses `push_with`.)
+    #[cfg(test)]
     pub fn push(&self, weight: usize, thread_id: usize, stack: &[usize]) -> bool {
         self.push_with(weight, thread_id, stack.len(), |i| stack[i])
     }

@@ -68,7 +68,7 @@
 //!   thread, and must not call `disable`.
 
 use std::fs::File;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -335,13 +335,36 @@ fn current_thread_id() -> usize {
     })
 }
 
+/// See [`set_thread_filter`]; null means every thread is sampled.
+static THREAD_FILTER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes the SIGPROF handler call `filter` first, before it touches any
+/// thread-local storage, and skip the signal when it returns false.
+///
+/// For a library loaded with `dlopen`, whose thread-local storage glibc
+/// allocates (with `malloc`) on a thread's first access: the filter admits
+/// only threads that already touched it (perfsupport-capi's attached
+/// threads). `filter` must be async-signal-safe and use no thread-local
+/// storage of a `dlopen`ed module.
+pub fn set_thread_filter(filter: Option<extern "C" fn() -> bool>) {
+    let raw = filter.map_or(std::ptr::null_mut(), |f| f as *mut ());
+    THREAD_FILTER.store(raw, Ordering::Release);
+}
+
 // ANCHOR: sigprof_handler
 /// The SIGPROF handler. Async-signal-safe; see the module docs.
 extern "C" fn on_sigprof(_signal: libc::c_int) {
     // SAFETY: __errno_location returns this thread's errno slot, always
     // valid; saving and restoring it keeps the interrupted code's errno.
     let errno = unsafe { *libc::__errno_location() };
-    sample_current_thread();
+    let filter = THREAD_FILTER.load(Ordering::Acquire);
+    // SAFETY: a non-null filter was stored by `set_thread_filter` from a
+    // valid `extern "C" fn() -> bool`.
+    let admitted = filter.is_null()
+        || unsafe { std::mem::transmute::<*mut (), extern "C" fn() -> bool>(filter)() };
+    if admitted {
+        sample_current_thread();
+    }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }

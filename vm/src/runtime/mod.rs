@@ -52,6 +52,7 @@
 pub mod builtins;
 pub mod error;
 pub mod heap;
+pub mod output;
 pub mod print;
 pub mod region;
 pub mod tier;
@@ -60,6 +61,7 @@ use std::io::Write;
 use std::time::Instant;
 
 pub use error::{RuntimeError, TraceEntry};
+pub use output::{Output, PendingOutput};
 
 use crate::bytecode::{Const, Module, Op};
 use heap::Heap;
@@ -96,40 +98,6 @@ pub struct FnRuntime {
     /// Tier-up countdown: decremented per call and per loop back-edge;
     /// below zero the interpreter asks [`Vm::tier_up`] (see [`tier`]).
     pub hotness: i32,
-}
-
-/// Buffered stdout: one buffer, written to the sink when it grows large,
-/// before an error message, and at exit; after every `print` too when
-/// `line_buffered` (a terminal is watching, as C's stdio does).
-pub struct Output<'m> {
-    buf: Vec<u8>,
-    sink: &'m mut (dyn Write + Send),
-    /// Write out after every `print`.
-    pub line_buffered: bool,
-}
-
-/// Flush the output buffer when it holds this much.
-const OUTPUT_CHUNK: usize = 1 << 16;
-
-impl Output<'_> {
-    /// Appends text; writes the buffer out if it is full.
-    pub fn write(&mut self, text: &[u8]) -> Result<(), RuntimeError> {
-        self.buf.extend_from_slice(text);
-        if self.buf.len() >= OUTPUT_CHUNK || self.line_buffered {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Writes everything buffered to the sink.
-    pub fn flush(&mut self) -> Result<(), RuntimeError> {
-        let result = self
-            .sink
-            .write_all(&self.buf)
-            .and_then(|_| self.sink.flush());
-        self.buf.clear();
-        result.map_err(|e| RuntimeError::Output(e.to_string()))
-    }
 }
 
 // ANCHOR: vm_struct
@@ -256,11 +224,7 @@ impl<'m> Vm<'m> {
             funcs,
             module,
             heap,
-            out: Output {
-                buf: Vec::with_capacity(OUTPUT_CHUNK + 4096),
-                sink: stdout,
-                line_buffered: false,
-            },
+            out: Output::new(stdout),
             error: None,
             trace: Vec::new(),
             args,
@@ -352,61 +316,5 @@ impl<'m> Vm<'m> {
         // hold null or live objects (zeroed on entry, written only with
         // references); constants and args are never freed while rooted.
         unsafe { self.heap.collect(roots.into_iter()) };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_is_buffered_until_flushed() {
-        let mut sink: Vec<u8> = Vec::new();
-        {
-            let mut out = Output {
-                buf: Vec::new(),
-                sink: &mut sink,
-                line_buffered: false,
-            };
-            out.write(b"hi\n").unwrap();
-            out.flush().unwrap();
-        }
-        assert_eq!(sink, b"hi\n");
-    }
-
-    #[test]
-    fn line_buffered_output_is_written_at_once() {
-        let mut sink: Vec<u8> = Vec::new();
-        let mut out = Output {
-            buf: Vec::new(),
-            sink: &mut sink,
-            line_buffered: true,
-        };
-        out.write(b"now\n").unwrap();
-        assert!(out.buf.is_empty());
-        drop(out);
-        assert_eq!(sink, b"now\n");
-    }
-
-    struct Broken;
-    impl Write for Broken {
-        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn write_failures_become_errors_not_panics() {
-        let mut sink = Broken;
-        let mut out = Output {
-            buf: Vec::new(),
-            sink: &mut sink,
-            line_buffered: false,
-        };
-        out.write(b"x").unwrap();
-        assert!(matches!(out.flush(), Err(RuntimeError::Output(_))));
     }
 }

@@ -1,0 +1,34 @@
+//! The C API of [perfsupport](ps): `libperfsupport.so`, `libperfsupport.a`
+//! and `include/perfsupport.h` (generated from this crate by cbindgen).
+//!
+//! A C or C++ VM gets, through plain C calls:
+//!
+//! | module | calls | what for |
+//! |---|---|---|
+//! | [`perf_map`] | `perfsupport_perf_map_init` / `_write_perf_map_entry` / `_fini` / `_after_fork_child` | CPython's trio: `/tmp/perf-<pid>.map` |
+//! | [`regions`] | `perfsupport_profilers_open` / `_register` / `_after_fork_child` / `_finish` | perf map + jitdump with line tables and unwind info, in batches |
+//! | [`unwind`] | `perfsupport_unwind` in a region, `perfsupport_reserved_region_size` | DWARF CFI described as a frame-pointer template or a list of steps |
+//! | [`vmprof`] | `perfsupport_vmprof_*`, inline `perfsupport_shadow_stack_push/pop` | VMProf-style sampling |
+//! | [`error`] | return codes, `perfsupport_last_error` | why a call failed |
+//!
+//! # Conventions of every call
+//!
+//! * An `int` result is 0 on success or a negative `PERFSUPPORT_E*` code;
+//!   `perfsupport_last_error()` then gives this thread's message.
+//! * No Rust panic crosses the boundary: every entry point runs under
+//!   `catch_unwind` and turns a panic (a bug) into `PERFSUPPORT_EPANIC`.
+//! * Pointers are checked for NULL and strings for UTF-8; what cannot be
+//!   checked (that `code` points to `size` readable bytes, that arrays have
+//!   the lengths given) is the caller's contract, stated on each call.
+
+#![warn(missing_docs)]
+// The C names are the API: `perfsupport_region`, not `PerfsupportRegion`.
+#![allow(non_camel_case_types)]
+
+pub mod error;
+pub mod perf_map;
+pub mod regions;
+pub mod unwind;
+pub mod vmprof;
+
+mod cstr;

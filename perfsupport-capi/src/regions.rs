@@ -1,0 +1,267 @@
+//! Regions with line tables and unwind info, registered in batches with a
+//! set of outputs (perf map, jitdump): the C form of
+//! [`ps::Profilers`] and [`ps::CodeRegion`].
+//!
+//! ```c
+//! perfsupport_profilers *prof;
+//! perfsupport_profilers_open(PERFSUPPORT_OUTPUT_PERF_MAP | PERFSUPPORT_OUTPUT_JITDUMP, ".", &prof);
+//! /* ... emit code, mprotect it executable ... */
+//! perfsupport_register(prof, regions, n);   /* before the code first runs */
+//! perfsupport_profilers_finish(prof);       /* at exit; frees prof */
+//! ```
+//!
+//! A batch is validated as a whole first: a malformed region rejects the
+//! batch in every output alike (`PERFSUPPORT_EINVAL`, nothing written). An
+//! output whose write fails is switched off and reported once
+//! (`PERFSUPPORT_EIO`); the others keep going.
+
+use crate::cstr;
+use crate::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
+use crate::unwind::perfsupport_unwind;
+use ps::unwind::CallFrameInfo;
+use ps::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, SinkFailure};
+use std::ffi::{c_char, c_int, c_void};
+use std::path::PathBuf;
+
+/// Output: `/tmp/perf-<pid>.map` (do not also use the perf map trio).
+pub const PERFSUPPORT_OUTPUT_PERF_MAP: u32 = 1;
+/// Output: `<jitdump_dir>/jit-<pid>.dump` for `perf inject --jit`.
+pub const PERFSUPPORT_OUTPUT_JITDUMP: u32 = 2;
+
+/// One row of a line table: from `offset` on, the code belongs to
+/// `file:line`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfsupport_line {
+    /// Offset from the region start; rows sorted by offset, inside the code.
+    pub offset: u32,
+    /// Source file name (NUL-terminated UTF-8).
+    pub file: *const c_char,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, or 0.
+    pub column: u32,
+}
+
+/// One region of live machine code.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfsupport_region {
+    /// The first byte of the live, final, executable code.
+    pub code: *const c_void,
+    /// Code size in bytes.
+    pub size: usize,
+    /// Symbol name, e.g. `minijit::fib` (NUL-terminated UTF-8).
+    pub name: *const c_char,
+    /// How to unwind it, or NULL for no CFI.
+    pub unwind: *const perfsupport_unwind,
+    /// `line_count` rows, or NULL when `line_count` is 0.
+    pub lines: *const perfsupport_line,
+    /// Number of `lines`.
+    pub line_count: usize,
+}
+
+/// A set of outputs; opaque to C.
+pub struct perfsupport_profilers {
+    profilers: Profilers,
+}
+
+/// Creates the outputs in `outputs` (`PERFSUPPORT_OUTPUT_*` bits) and stores
+/// the handle in `*out`. Call at VM start-up, before any generated code is
+/// executable: the jitdump must be mapped first for `perf inject`.
+/// `jitdump_dir` may be NULL for `$JITDUMPDIR`, else the current directory.
+///
+/// Returns 0, `PERFSUPPORT_EINVAL` (no output, unknown bits, NULL `out`,
+/// bad directory name) or `PERFSUPPORT_EOPEN` (a file cannot be created).
+///
+/// # Safety
+/// `jitdump_dir` is NULL or a NUL-terminated string; `out` is NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfsupport_profilers_open(
+    outputs: u32,
+    jitdump_dir: *const c_char,
+    out: *mut *mut perfsupport_profilers,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return Err(Error::invalid("out is NULL"));
+        }
+        let known = PERFSUPPORT_OUTPUT_PERF_MAP | PERFSUPPORT_OUTPUT_JITDUMP;
+        if outputs == 0 || outputs & !known != 0 {
+            return Err(Error::invalid(format!(
+                "outputs {outputs:#x}: give PERFSUPPORT_OUTPUT_PERF_MAP and/or PERFSUPPORT_OUTPUT_JITDUMP"
+            )));
+        }
+        let dir = if jitdump_dir.is_null() {
+            JitDump::default_dir()
+        } else {
+            // SAFETY: the caller's contract.
+            PathBuf::from(unsafe { cstr::utf8(jitdump_dir, "jitdump_dir") }?)
+        };
+        let open_error =
+            |sink: &str, err: std::io::Error| Error::io(PERFSUPPORT_EOPEN, &err).prefixed(sink);
+        let mut profilers = Profilers::new();
+        if outputs & PERFSUPPORT_OUTPUT_PERF_MAP != 0 {
+            let map = PerfMap::new();
+            map.open().map_err(|err| open_error("perf map", err))?;
+            profilers.add(Box::new(map));
+        }
+        if outputs & PERFSUPPORT_OUTPUT_JITDUMP != 0 {
+            let dump = JitDump::create_in(&dir).map_err(|err| open_error("jitdump", err))?;
+            profilers.add(Box::new(dump));
+        }
+        let handle = Box::new(perfsupport_profilers { profilers });
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { out.write(Box::into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// The regions of one batch, converted and owned: `CodeRegion`s borrow this.
+struct Batch<'c> {
+    items: Vec<BatchItem<'c>>,
+}
+
+struct BatchItem<'c> {
+    code: &'c [u8],
+    name: &'c str,
+    unwind: Option<CallFrameInfo>,
+    lines: Vec<LineEntry<'c>>,
+}
+
+impl<'c> Batch<'c> {
+    /// # Safety
+    /// Every region satisfies `perfsupport_register`'s contract.
+    unsafe fn convert(regions: &[perfsupport_region]) -> Result<Batch<'c>, Error> {
+        let mut items = Vec::with_capacity(regions.len());
+        for (index, region) in regions.iter().enumerate() {
+            // SAFETY: the caller's contract, for each pointer below.
+            let name = unsafe { cstr::utf8(region.name, &format!("region {index}: name")) }?;
+            let what = |problem: String| Error::invalid(format!("code region {name:?}: {problem}"));
+            let code = unsafe { cstr::slice(region.code.cast::<u8>(), region.size, "code") }
+                .map_err(|err| what(err.message))?;
+            let unwind = unsafe { crate::unwind::convert(region.unwind, region.size, name) }?;
+            let rows = unsafe { cstr::slice(region.lines, region.line_count, "lines") }
+                .map_err(|err| what(err.message))?;
+            let mut lines = Vec::with_capacity(rows.len());
+            for (row_index, row) in rows.iter().enumerate() {
+                let file = unsafe { cstr::utf8(row.file, &format!("line {row_index}: file")) }
+                    .map_err(|err| what(err.message))?;
+                lines.push(LineEntry {
+                    offset: row.offset,
+                    file,
+                    line: row.line,
+                    column: row.column,
+                });
+            }
+            items.push(BatchItem {
+                code,
+                name,
+                unwind,
+                lines,
+            });
+        }
+        Ok(Batch { items })
+    }
+
+    fn regions(&self) -> Vec<CodeRegion<'_>> {
+        self.items
+            .iter()
+            .map(|item| {
+                let region = CodeRegion::new(item.code, item.name).with_lines(&item.lines);
+                match &item.unwind {
+                    Some(unwind) => region.with_unwind(unwind.unwind_info()),
+                    None => region,
+                }
+            })
+            .collect()
+    }
+}
+
+/// One error for all failed outputs: the first one's code, every message.
+fn failures_to_error(failures: Vec<SinkFailure>) -> Result<(), Error> {
+    let Some(first) = failures.first() else {
+        return Ok(());
+    };
+    let code = if first.disabled {
+        PERFSUPPORT_EIO
+    } else {
+        PERFSUPPORT_EINVAL
+    };
+    let message = failures
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(Error::new(code, message))
+}
+
+/// Describes a batch of `count` regions that just became executable, to
+/// every output. Call after the code is final and before it first runs.
+///
+/// Returns 0; `PERFSUPPORT_EINVAL` if a region is malformed (no output
+/// wrote anything of the batch); `PERFSUPPORT_EIO` if an output failed to
+/// write (it is switched off; the message names it).
+///
+/// # Safety
+/// `profilers` comes from `perfsupport_profilers_open` and is not finished;
+/// `regions` points to `count` regions (or `count` is 0); each region's
+/// `code` points to `size` readable bytes, its strings are NUL-terminated,
+/// and its `unwind` and `lines` are NULL or point to what their counts say.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfsupport_register(
+    profilers: *const perfsupport_profilers,
+    regions: *const perfsupport_region,
+    count: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let profilers =
+            unsafe { profilers.as_ref() }.ok_or_else(|| Error::invalid("profilers is NULL"))?;
+        // SAFETY: the caller's contract.
+        let regions = unsafe { cstr::slice(regions, count, "regions") }?;
+        // SAFETY: the caller's contract.
+        let batch = unsafe { Batch::convert(regions) }?;
+        failures_to_error(profilers.profilers.register(&batch.regions()))
+    })
+}
+
+/// Call in a forked child right after `fork()`: the perf map continues in
+/// the child's own file, the jitdump stops (open a new set in the child if
+/// it will generate code). Returns 0 or the first failure's code.
+///
+/// # Safety
+/// `profilers` comes from `perfsupport_profilers_open` and is not finished.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfsupport_profilers_after_fork_child(
+    profilers: *const perfsupport_profilers,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let profilers =
+            unsafe { profilers.as_ref() }.ok_or_else(|| Error::invalid("profilers is NULL"))?;
+        failures_to_error(profilers.profilers.after_fork_child())
+    })
+}
+
+/// Flushes and closes every output (the files stay for `perf report` and
+/// `perf inject`) and frees `profilers`, even when an output fails. NULL
+/// does nothing. Returns 0 or the first failure's code.
+///
+/// # Safety
+/// `profilers` is NULL or comes from `perfsupport_profilers_open`, is not
+/// finished, and no other thread uses it during or after this call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfsupport_profilers_finish(
+    profilers: *mut perfsupport_profilers,
+) -> c_int {
+    guard(|| {
+        if profilers.is_null() {
+            return Ok(());
+        }
+        // SAFETY: made by Box::into_raw in open, not freed yet (contract).
+        let profilers = unsafe { Box::from_raw(profilers) };
+        failures_to_error(profilers.profilers.finish())
+    })
+}

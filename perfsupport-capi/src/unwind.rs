@@ -1,0 +1,171 @@
+//! Unwind information in C form: how a C code generator tells perf where
+//! each function's caller frame is, without writing DWARF itself. It is
+//! perfsupport's [`ps::unwind::x86_64`] API (`CallFrameInfo::x86_64_frame_pointer`
+//! and `CallFrameInfo::x86_64_rows`) with C structs.
+//!
+//! A region's `unwind` field points to a [`perfsupport_unwind`] (or is NULL:
+//! no CFI, unwinders fall back to frame pointers). Its `kind` is one of:
+//!
+//! * [`PERFSUPPORT_UNWIND_FRAME_POINTER`]: the standard x86-64 frame,
+//!   `push rbp; mov rbp, rsp` at offset 0 and `pop rbp; ret` as the last 2
+//!   bytes. No rows.
+//! * [`PERFSUPPORT_UNWIND_ROWS`]: any other prologue, as a list of
+//!   [`perfsupport_cfi_row`]s sorted by offset. Each row gives the whole rule
+//!   set from its offset on: CFA = `cfa_register` + `cfa_offset`, and where
+//!   each callee-saved register pushed so far sits (CFA + its offset).
+//!   Before the first row, the state right after a `call` holds: CFA =
+//!   rsp + 8, nothing saved.
+//!
+//! Registers are DWARF x86-64 numbers ([`PERFSUPPORT_REG_RBP`] = 6,
+//! [`PERFSUPPORT_REG_RSP`] = 7, ...).
+
+use crate::cstr;
+use crate::error::{Error, PERFSUPPORT_EIO, guard};
+use gimli::Register;
+use ps::unwind::CallFrameInfo;
+use ps::unwind::x86_64::{CfiRow, SavedRegister};
+use std::ffi::c_int;
+
+/// No CFI (the same as a NULL `unwind` pointer).
+pub const PERFSUPPORT_UNWIND_NONE: u32 = 0;
+/// The standard frame-pointer prologue and epilogue; see the module docs.
+pub const PERFSUPPORT_UNWIND_FRAME_POINTER: u32 = 1;
+/// A list of CFI rows.
+pub const PERFSUPPORT_UNWIND_ROWS: u32 = 2;
+
+/// DWARF number of `rbx`.
+pub const PERFSUPPORT_REG_RBX: u16 = 3;
+/// DWARF number of `rbp`.
+pub const PERFSUPPORT_REG_RBP: u16 = 6;
+/// DWARF number of `rsp`.
+pub const PERFSUPPORT_REG_RSP: u16 = 7;
+/// DWARF number of `r12` (`r13`..`r15` follow).
+pub const PERFSUPPORT_REG_R12: u16 = 12;
+
+/// A callee-saved register whose caller's value is on the stack.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfsupport_saved_register {
+    /// DWARF register number.
+    pub reg: u16,
+    /// The save slot is at CFA + `cfa_offset` (-16 for the first push, ...).
+    pub cfa_offset: i32,
+}
+
+/// The unwinding rules from `offset` on, up to the next row.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfsupport_cfi_row {
+    /// Offset of the first instruction the row covers (the one after the
+    /// `push`, `sub rsp` or `mov rbp, rsp` that changed the rules).
+    pub offset: u32,
+    /// The register the CFA is computed from (rsp, or rbp).
+    pub cfa_register: u16,
+    /// CFA = `cfa_register` + `cfa_offset`.
+    pub cfa_offset: i32,
+    /// `saved_count` registers saved so far, or NULL when 0.
+    pub saved: *const perfsupport_saved_register,
+    /// Number of `saved`.
+    pub saved_count: usize,
+}
+
+/// How to unwind one region; see the module docs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfsupport_unwind {
+    /// One of `PERFSUPPORT_UNWIND_*`.
+    pub kind: u32,
+    /// For `PERFSUPPORT_UNWIND_ROWS`: `row_count` rows sorted by offset.
+    pub rows: *const perfsupport_cfi_row,
+    /// Number of `rows`.
+    pub row_count: usize,
+}
+
+/// Converts `unwind` (NULL or `NONE`: `None`) for a region of `size` bytes;
+/// `region` names the region in errors.
+///
+/// # Safety
+/// `unwind` is NULL or valid, and its arrays hold what their counts say.
+pub(crate) unsafe fn convert(
+    unwind: *const perfsupport_unwind,
+    size: usize,
+    region: &str,
+) -> Result<Option<CallFrameInfo>, Error> {
+    // SAFETY: the caller's contract.
+    let Some(unwind) = (unsafe { unwind.as_ref() }) else {
+        return Ok(None);
+    };
+    let invalid =
+        |problem: String| Error::invalid(format!("code region {region:?}: unwind: {problem}"));
+    let length = u32::try_from(size).map_err(|_| invalid("code is larger than 4 GiB".into()))?;
+    let built = match unwind.kind {
+        PERFSUPPORT_UNWIND_NONE => return Ok(None),
+        PERFSUPPORT_UNWIND_FRAME_POINTER => CallFrameInfo::x86_64_frame_pointer(length),
+        PERFSUPPORT_UNWIND_ROWS => {
+            // SAFETY: the caller's contract.
+            let rows = unsafe { cstr::slice(unwind.rows, unwind.row_count, "unwind rows") }
+                .map_err(|err| invalid(err.message))?;
+            let mut saved = Vec::with_capacity(rows.len());
+            for (index, row) in rows.iter().enumerate() {
+                // SAFETY: the caller's contract.
+                let slots = unsafe { cstr::slice(row.saved, row.saved_count, "saved registers") }
+                    .map_err(|err| invalid(format!("CFI row {index}: {}", err.message)))?;
+                saved.push(
+                    slots
+                        .iter()
+                        .map(|slot| SavedRegister {
+                            register: Register(slot.reg),
+                            cfa_offset: slot.cfa_offset,
+                        })
+                        .collect::<Vec<_>>(),
+                );
+            }
+            let rows: Vec<CfiRow<'_>> = rows
+                .iter()
+                .zip(&saved)
+                .map(|(row, saved)| CfiRow {
+                    offset: row.offset,
+                    cfa_register: Register(row.cfa_register),
+                    cfa_offset: row.cfa_offset,
+                    saved,
+                })
+                .collect();
+            CallFrameInfo::x86_64_rows(length, &rows)
+        }
+        kind => return Err(invalid(format!("unknown kind {kind}"))),
+    };
+    built.map(Some).map_err(|err| invalid(err.to_string()))
+}
+
+/// Stores in `*out` how many bytes to reserve for a region of `code_size`
+/// bytes with `unwind` (NULL: none) so that the ranges perf maps for
+/// consecutive regions never overlap: code, padding to 8, the unwind
+/// payload, padding to 16. Lay regions out at these strides.
+///
+/// Returns 0 or `PERFSUPPORT_EINVAL` (bad description, NULL `out`).
+///
+/// # Safety
+/// `unwind` is NULL or valid (see `perfsupport_region`); `out` is NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfsupport_reserved_region_size(
+    code_size: usize,
+    unwind: *const perfsupport_unwind,
+    out: *mut usize,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return Err(Error::invalid("out is NULL"));
+        }
+        // SAFETY: the caller's contract.
+        let cfi = unsafe { convert(unwind, code_size, "(size query)") }?;
+        let size = ps::unwind::reserved_region_size(
+            code_size as u64,
+            cfi.as_ref().map(CallFrameInfo::unwind_info),
+        )
+        .map_err(|err| Error::io(PERFSUPPORT_EIO, &err))?;
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { out.write(size as usize) };
+        Ok(())
+    })
+}

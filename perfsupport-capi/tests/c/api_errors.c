@@ -1,0 +1,77 @@
+/* api_errors: return codes and messages of bad calls, linked statically
+ * (libperfsupport.a). Prints one line per check; exits 1 if one fails. */
+#include <perfsupport.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static int failures;
+
+static void check(int got, int want, const char *needle, const char *what) {
+    const char *message = perfsupport_last_error();
+    int ok = got == want && (!needle || strstr(message, needle));
+    printf("%s %s: rc=%d message=%s\n", ok ? "ok  " : "FAIL", what, got, message);
+    if (!ok) failures++;
+}
+
+int main(void) {
+    static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3};
+    check(perfsupport_write_perf_map_entry(code, sizeof code, NULL), PERFSUPPORT_EINVAL,
+          "entry_name is NULL", "NULL name");
+    check(perfsupport_write_perf_map_entry(code, sizeof code, "ab"), PERFSUPPORT_EINVAL, "ab",
+          "a name perf drops");
+    check(perfsupport_write_perf_map_entry(code, sizeof code, "bad\xff"), PERFSUPPORT_EINVAL,
+          "UTF-8", "a name that is not UTF-8");
+    check(perfsupport_perf_map_init(), PERFSUPPORT_OK, NULL, "init");
+    check(perfsupport_perf_map_init(), PERFSUPPORT_OK, NULL, "init twice");
+    check(perfsupport_write_perf_map_entry(code, sizeof code, "capi::entry"), PERFSUPPORT_OK,
+          NULL, "write");
+    perfsupport_perf_map_fini();
+    check(perfsupport_write_perf_map_entry(code, sizeof code, "capi::late"), PERFSUPPORT_ESTATE,
+          "fini", "write after fini");
+
+    perfsupport_profilers *prof = NULL;
+    check(perfsupport_profilers_open(0, ".", &prof), PERFSUPPORT_EINVAL, "outputs",
+          "no outputs");
+    check(perfsupport_profilers_open(PERFSUPPORT_OUTPUT_JITDUMP, "/nonexistent/dir", &prof),
+          PERFSUPPORT_EOPEN, "jitdump", "jitdump in a missing directory");
+    check(perfsupport_profilers_open(PERFSUPPORT_OUTPUT_JITDUMP, ".", &prof), PERFSUPPORT_OK,
+          NULL, "open");
+    perfsupport_cfi_row rows[2] = {
+        {.offset = 3, .cfa_register = PERFSUPPORT_REG_RSP, .cfa_offset = 16},
+        {.offset = 1, .cfa_register = PERFSUPPORT_REG_RSP, .cfa_offset = 8},
+    };
+    perfsupport_unwind unsorted = {.kind = PERFSUPPORT_UNWIND_ROWS, .rows = rows, .row_count = 2};
+    perfsupport_region region = {.code = code, .size = sizeof code, .name = "capi::unsorted",
+                                 .unwind = &unsorted};
+    check(perfsupport_register(prof, &region, 1), PERFSUPPORT_EINVAL, "capi::unsorted",
+          "unsorted CFI rows name the region");
+    perfsupport_unwind unknown = {.kind = 7};
+    region.unwind = &unknown;
+    check(perfsupport_register(prof, &region, 1), PERFSUPPORT_EINVAL, "unknown kind",
+          "unknown unwind kind");
+    region.unwind = NULL;
+    region.line_count = 2;
+    check(perfsupport_register(prof, &region, 1), PERFSUPPORT_EINVAL, "lines",
+          "lines NULL with a count");
+    region.line_count = 0;
+    check(perfsupport_register(prof, &region, 1), PERFSUPPORT_OK, NULL, "a good region");
+    check(perfsupport_register(NULL, &region, 1), PERFSUPPORT_EINVAL, "NULL", "NULL profilers");
+    check(perfsupport_profilers_finish(prof), PERFSUPPORT_OK, NULL, "finish");
+
+    uintptr_t id;
+    check(perfsupport_vmprof_register_code("a:b", "f", 1, "x.mj", &id), PERFSUPPORT_EINVAL,
+          "prefix", "a class prefix with a colon");
+    check(perfsupport_vmprof_disable(NULL), PERFSUPPORT_ESTATE, "not enabled",
+          "disable when not enabled");
+    check(perfsupport_vmprof_enable("p.prof", "minijit", 5), PERFSUPPORT_EINVAL, "interval",
+          "an interval below 10 us");
+    size_t reserved = 0;
+    perfsupport_unwind fp = {.kind = PERFSUPPORT_UNWIND_FRAME_POINTER};
+    check(perfsupport_reserved_region_size(sizeof code, &fp, &reserved), PERFSUPPORT_OK, NULL,
+          "reserved size");
+    check(reserved % 16 == 0 && reserved > sizeof code, 1, NULL, "reserved size is padded");
+    printf("%d failed\n", failures);
+    return failures != 0;
+}

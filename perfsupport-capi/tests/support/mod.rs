@@ -1,0 +1,140 @@
+//! Shared helpers of the C API tests: the library built, C programs
+//! compiled against it with the system C compiler and pkg-config, and the
+//! rule for outside tools (skip loudly on a developer machine, fail under
+//! `CI=true`).
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the crate is inside the repository")
+        .to_path_buf()
+}
+
+/// The directory holding `libperfsupport.so` and `libperfsupport.a`.
+pub fn library_dir() -> PathBuf {
+    repo_root().join("target/release")
+}
+
+/// True (and a loud message) when `tool` is missing and this is not CI;
+/// panics when it is missing under `CI=true`.
+pub fn missing(tool: &str, probe: &[&str]) -> bool {
+    let works = Command::new(tool)
+        .args(probe)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return false;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("`{tool}` is required under CI=true (.ci/run installs it)");
+    }
+    let banner = "=".repeat(72);
+    eprintln!("{banner}\nSKIPPING: `{tool}` is not usable on this machine\n{banner}");
+    true
+}
+
+/// Builds `libperfsupport.so` / `.a` once per test binary (cargo does not
+/// build a cdylib-only library for integration tests).
+pub fn build_library() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let output = Command::new(cargo)
+            .args(["build", "--release", "-p", "perfsupport-capi"])
+            .current_dir(repo_root())
+            .output()
+            .expect("run cargo build");
+        assert!(
+            output.status.success(),
+            "cargo build -p perfsupport-capi failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    });
+}
+
+/// `pkg-config <args> perfsupport`, split into arguments.
+pub fn pkg_config(args: &[&str]) -> Vec<String> {
+    let output = Command::new("pkg-config")
+        .args(args)
+        .arg("perfsupport")
+        .env("PKG_CONFIG_PATH", Path::new(env!("CARGO_MANIFEST_DIR")))
+        .output()
+        .expect("run pkg-config");
+    assert!(
+        output.status.success(),
+        "pkg-config failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("UTF-8")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Compiles `sources` into `out` with `cc`, warnings as errors, frame
+/// pointers kept, and `link` (usually pkg-config's flags) last. `None`
+/// when the compiler or pkg-config is missing off CI.
+pub fn compile(sources: &[PathBuf], out: &Path, link: &[String]) -> Option<PathBuf> {
+    if missing("cc", &["--version"]) || missing("pkg-config", &["--version"]) {
+        return None;
+    }
+    build_library();
+    let mut command = Command::new("cc");
+    command
+        .args([
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+        ])
+        .args(pkg_config(&["--cflags"]))
+        .args(sources)
+        .arg("-o")
+        .arg(out)
+        .args(link);
+    let output = command.output().expect("run cc");
+    assert!(
+        output.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(out.to_path_buf())
+}
+
+/// The mini-JIT, linked against the shared library.
+pub fn minijit(dir: &Path) -> Option<PathBuf> {
+    let source = repo_root().join("examples/c-minijit/minijit.c");
+    compile(&[source], &dir.join("minijit"), &pkg_config(&["--libs"]))
+}
+
+/// Runs `command`, asserting success; its output.
+pub fn run_ok(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// A scratch directory that does not start with `/tmp/perf-`.
+pub fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("capi-{tag}-"))
+        .tempdir()
+        .expect("temp dir")
+}
