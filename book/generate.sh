@@ -25,7 +25,7 @@
 #     perf map names), `--no-jit` with and without `--perf` (trampoline
 #     stacks), `--perf-jitdump` + `perf inject` (reports by symbol and by
 #     srcline, `perf annotate`, `readelf` of the line table, `objdump` of
-#     the trampolines with their build-id marker) and `toyvm profile`.
+#     the trampolines) and `toyvm profile`.
 #     Without perf, the perf files already in book/src/generated/ are kept.
 #
 # Flame graphs are real sample data, different on every run: the SVGs in

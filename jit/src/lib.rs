@@ -469,7 +469,9 @@ impl Jit {
         if let Ok(eh_frame) = perfsupport::unwind::eh_frame_for_register_frame(&regions) {
             system_unwind::register(eh_frame);
         }
-        self.profilers.register_or_warn(&regions);
+        for failure in self.profilers.register(&regions) {
+            eprintln!("perfsupport: {failure}");
+        }
         if let Some(listing) = self.listing.as_mut() {
             let n = listing.len();
             for (l, r) in listing[n - regions.len()..].iter_mut().zip(&regions) {

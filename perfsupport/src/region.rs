@@ -130,6 +130,18 @@ impl<'a> CodeRegion<'a> {
     ///
     /// `InvalidInput`, naming the region and the problem.
     pub fn validate(&self) -> io::Result<()> {
+        self.validate_except_unwind()?;
+        if self.unwind.is_some() {
+            crate::unwind::perf_unwind_data_size(self.size(), self.unwind)
+                .map_err(|err| self.unwind_error(err))?;
+        }
+        Ok(())
+    }
+
+    /// [`CodeRegion::validate`] without the unwind check, for the jitdump,
+    /// whose payload builder makes the same check (with the same message)
+    /// anyway.
+    pub(crate) fn validate_except_unwind(&self) -> io::Result<()> {
         if let Some(problem) = name_problem(self.name) {
             return Err(self.invalid(&problem));
         }
@@ -164,11 +176,12 @@ impl<'a> CodeRegion<'a> {
             }
             previous = entry.offset;
         }
-        if self.unwind.is_some() {
-            crate::unwind::perf_unwind_data_size(self.size(), self.unwind)
-                .map_err(|err| self.invalid(&format!("unwind info: {err}")))?;
-        }
         Ok(())
+    }
+
+    /// An error of building this region's unwind data, naming the region.
+    pub(crate) fn unwind_error(&self, err: io::Error) -> io::Error {
+        self.invalid(&format!("unwind info: {err}"))
     }
 
     fn invalid(&self, problem: &str) -> io::Error {

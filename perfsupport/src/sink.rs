@@ -222,15 +222,6 @@ impl Profilers {
     }
     // ANCHOR_END: profilers_register
 
-    /// [`Profilers::register`], printing each failure on stderr as
-    /// `perfsupport: <failure>` (see [`SinkFailure`]'s `Display`). An I/O
-    /// failure is printed once, because the sink is then disabled.
-    pub fn register_or_warn(&self, regions: &[CodeRegion<'_>]) {
-        for failure in self.register(regions) {
-            eprintln!("perfsupport: {failure}");
-        }
-    }
-
     /// Finishes every enabled sink (at VM shutdown) and returns the failures.
     #[must_use = "print the failures: the files may be incomplete"]
     pub fn finish(&self) -> Vec<SinkFailure> {

@@ -36,8 +36,8 @@
 //! # The two layouts
 //!
 //! Cranelift describes each function's stack frame as a gimli
-//! [`CommonInformationEntry`](gimli::write::CommonInformationEntry) plus a
-//! [`FrameDescriptionEntry`](gimli::write::FrameDescriptionEntry)
+//! [`CommonInformationEntry`] plus a
+//! [`FrameDescriptionEntry`]
 //! (see [`UnwindInfo`]). Two consumers want those as bytes, with addresses
 //! encoded differently:
 //!

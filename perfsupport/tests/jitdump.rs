@@ -331,6 +331,22 @@ fn invalid_regions_write_nothing() {
         std::fs::metadata(file.path()).unwrap().len(),
         u64::from(HEADER_SIZE)
     );
+    // Unwind info that does not cover the code: rejected, naming the region.
+    let wrong = perfsupport::CallFrameInfo::x86_64_frame_pointer(12).unwrap();
+    let err = dump
+        .register(&[
+            batch[0],
+            CodeRegion::new(&code, "toy::bad").with_unwind(&wrong),
+        ])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"code region "toy::bad": unwind info: the FDE covers 12 bytes but the code has 4"#
+    );
+    assert_eq!(
+        std::fs::metadata(file.path()).unwrap().len(),
+        u64::from(HEADER_SIZE)
+    );
     // The dump stays usable.
     dump.register(&batch[..1]).expect("good batch");
     dump.finish().unwrap();

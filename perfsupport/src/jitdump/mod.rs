@@ -48,7 +48,7 @@ pub mod format;
 pub use build_id::MARKER_LEN;
 
 use crate::os::{MarkerMapping, current_tid, monotonic_ns};
-use crate::region::{CodeRegion, validate_batch};
+use crate::region::CodeRegion;
 use crate::safe_file::{
     PROFILER_FILE_MODE, PathClaim, WriteMode, create_replacing_stale, with_context,
 };
@@ -198,12 +198,15 @@ impl ProfilerSink for JitDump {
 
     // ANCHOR: jitdump_register
     fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
-        validate_batch(regions)?;
-        // Unwind payloads are pure computation: build them outside the lock.
+        regions
+            .iter()
+            .try_for_each(CodeRegion::validate_except_unwind)?;
+        // Building the unwind payloads checks the unwind info (the rest of
+        // `CodeRegion::validate`), and is pure computation: outside the lock.
         let unwind = regions
             .iter()
             .map(|region| {
-                PerfUnwindData::for_region(region).map_err(|err| region_error(region, err))
+                PerfUnwindData::for_region(region).map_err(|err| region.unwind_error(err))
             })
             .collect::<io::Result<Vec<_>>>()?;
         let tid = current_tid();
@@ -235,7 +238,7 @@ impl ProfilerSink for JitDump {
                         // cannot fail; the rare marked region pays twice).
                         let dumped_size = region.size() + marker.len() as u64;
                         let moved = PerfUnwindData::for_dumped_region(region, dumped_size)
-                            .map_err(|err| region_error(region, err))?;
+                            .map_err(|err| region.unwind_error(err))?;
                         format::put_unwinding_info(buffer, &moved, monotonic_ns());
                     }
                 }
@@ -307,14 +310,6 @@ impl JitDump {
             self.path().unwrap_or(Path::new("jitdump")),
         )
     }
-}
-
-/// An unwind-info error of `region`, naming it.
-fn region_error(region: &CodeRegion<'_>, err: io::Error) -> io::Error {
-    io::Error::new(
-        err.kind(),
-        format!("code region {:?}: unwind info: {err}", region.name),
-    )
 }
 
 // ANCHOR: dump_path

@@ -1,4 +1,8 @@
-//! VMProf-style sampling profiler support, after PyPy's `rvmprof`.
+//! VMProf-style sampling profiler support, after PyPy's `rvmprof`: the
+//! crate's second API, independent of the [sink API](crate::sink). The sink
+//! API tells native profilers what *machine code* is; this one samples which
+//! *guest functions* are running, from inside the process, into a file the
+//! PyPI `vmprof` tools and `toyvm report` read. This page is its guide.
 //!
 //! A VM that wants CPU profiles the PyPI `vmprof` tools can show
 //! (`vmprofshow FILE tree`, `vmprof.read_profile`) does four things:

@@ -7,7 +7,7 @@
 //! CPU time used by the process. The kernel delivers the signal to a thread
 //! that is using the CPU; the handler copies that thread's
 //! [`ShadowStack`] (or the VM's own frame records, if the thread installed
-//! a [`FrameView`](super::frame_view)) into the static [`SampleRing`]; the
+//! a [`FrameView`](super::frame_view)) into the static `SampleRing`; the
 //! writer thread (which blocks SIGPROF) turns ring entries into file
 //! records.
 //!
