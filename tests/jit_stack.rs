@@ -92,12 +92,12 @@ fn recursion_over_the_depth_limit_fails_the_same_in_every_tier() {
 
 #[test]
 fn a_raised_depth_limit_is_met_in_every_tier() {
-    // With `--max-depth` raised, the stack is sized for it: 40,000 frames
-    // of 2 KB used to overflow the 55 MB sized for 100,000 interpreted
-    // frames ("has overflowed its stack", or SIGSEGV).
+    // With `--max-depth` raised, the stack is sized for it: 60,000 compiled
+    // frames of about 1.1 KB (65 MB) used to overflow the 55 MB sized for
+    // 100,000 interpreted frames ("has overflowed its stack", or SIGSEGV).
     let runs = every_tier(
         "wide_deep",
-        &wide_recursion(130, 40_000),
+        &wide_recursion(130, 60_000),
         &["--max-depth", "100000"],
     );
     let interp = &runs[0].1;
