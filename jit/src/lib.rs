@@ -38,7 +38,9 @@ pub mod disasm;
 pub mod helpers;
 pub mod layout;
 pub mod line_table;
+pub mod limits;
 pub mod names;
+pub mod stack_guard;
 pub mod system_unwind;
 pub mod translate;
 
@@ -550,7 +552,10 @@ impl Jit {
         // if built here too), " (entry shim)" for a shim alone.
         let mut done: Vec<(u32, &str, Duration)> = Vec::new();
         for &f in funcs {
-            if self.natives[f as usize].is_some() || self.failed[f as usize] {
+            if self.natives[f as usize].is_some()
+                || self.failed[f as usize]
+                || self.over_budget(vm, f)
+            {
                 continue;
             }
             let started = Instant::now();
@@ -602,6 +607,24 @@ impl Jit {
         self.shims[func as usize]
     }
 
+    /// True if `func` is too large to compile (see [`limits`]): it then
+    /// stays interpreted, never asked about again; `--jit-stats` says so.
+    fn over_budget(&mut self, vm: &Vm<'_>, func: u32) -> bool {
+        let ops = limits::compiled_ops(vm.module, func);
+        let budget = limits::max_compiled_ops();
+        if ops <= budget {
+            return false;
+        }
+        self.failed[func as usize] = true;
+        if self.options.stats {
+            eprintln!(
+                "jit-stats: {}: not compiled: {ops} instructions, over the budget of {budget}",
+                vm.module.functions[func as usize].name,
+            );
+        }
+        true
+    }
+
     /// Records that `func` cannot be compiled (never retried) and says why.
     fn give_up(&mut self, vm: &Vm<'_>, func: u32, error: &str) {
         self.failed[func as usize] = true;
@@ -614,6 +637,10 @@ impl Jit {
     /// Compiles the OSR variant of `func` at loop header `pc` and caches it
     /// (`None` if it cannot be compiled).
     fn compile_osr(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) {
+        if self.failed[func as usize] || self.over_budget(vm, func) {
+            self.osr.insert((func, pc), None);
+            return;
+        }
         let started = Instant::now();
         let name = region_name(vm.module, func, NameKind::Osr(pc));
         let call_conv = self.isa.default_call_conv();

@@ -65,6 +65,7 @@ use vm::runtime::offsets;
 
 use crate::helpers::codes;
 use crate::layout::ArrayLayout;
+use crate::limits::InlineBudget;
 
 /// Which kind of code to generate for a function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +206,7 @@ pub fn translate(
         errors: ErrorBlocks::default(),
         variant,
         array_fields: HashMap::new(),
+        inline_budget: InlineBudget::default(),
     };
     t.run(builder);
 }
@@ -236,6 +238,8 @@ struct Translator<'a, 'j> {
     /// elements live in their own buffer); anything that may push or pop
     /// (calls, helpers) clears the cache, and so does every block start.
     array_fields: HashMap<Value, (Value, Value)>,
+    /// What is left for inlining in this function (see `crate::limits`).
+    inline_budget: InlineBudget,
 }
 
 // The frame-record layout `push_frame_record` writes.
@@ -388,6 +392,12 @@ impl Translator<'_, '_> {
         let over = b.ins().icmp(IntCC::UnsignedGreaterThan, depth1, max);
         let too_deep = b.create_block();
         let ok = b.create_block();
+        // The native stack, checked like the depth (see `crate::stack_guard`).
+        let stack_ok = b.create_block();
+        let exhausted = crate::stack_guard::stack_exhausted(b, vm);
+        b.ins().brif(exhausted, too_deep, &[], stack_ok, &[]);
+        b.seal_block(stack_ok);
+        b.switch_to_block(stack_ok);
         b.ins().brif(over, too_deep, &[], ok, &[]);
         b.seal_block(too_deep);
         b.seal_block(ok);
@@ -891,7 +901,7 @@ impl Translator<'_, '_> {
     ) {
         let cf = &self.env.module.functions[callee as usize];
         self.array_fields.clear();
-        if is_inlinable_leaf(cf) {
+        if self.inline_budget.take(cf) {
             self.inline_leaf(b, callee, base_reg, dst, pc);
             return;
         }
@@ -1008,6 +1018,8 @@ impl Translator<'_, '_> {
             errors: ErrorBlocks::default(),
             variant: self.variant,
             array_fields: HashMap::new(),
+            // A leaf makes no calls.
+            inline_budget: InlineBudget::default(),
         };
         let srcloc = b.srcloc();
         for (at, op) in cf.code.iter().enumerate() {

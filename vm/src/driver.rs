@@ -5,7 +5,9 @@
 //!
 //! Native stack: the interpreter recurses natively once per Toy call, so
 //! running `--max-depth N` frames needs about `N * NATIVE_BYTES_PER_CALL`
-//! bytes of native stack. [`run`] uses the main thread (so perf's
+//! bytes of native stack (`N * COMPILED_BYTES_PER_CALL` with a JIT, whose
+//! compiled prologues also check the stack pointer against
+//! [`Vm::stack_limit`], see [`runtime::native_stack`]). [`run`] uses the main thread (so perf's
 //! frame-pointer stacks reach `main`) when its stack limit allows, raising
 //! the soft `RLIMIT_STACK` if that is enough, and otherwise runs the script
 //! on a spawned thread with a stack large enough.
@@ -27,6 +29,17 @@ pub const DEFAULT_MAX_DEPTH: usize = 10_000;
 /// Measured with gdb (`$rsp` at successive `interp_entry`s): 128 bytes in
 /// release builds, 6544 in unoptimised debug builds.
 pub const NATIVE_BYTES_PER_CALL: usize = if cfg!(debug_assertions) { 8192 } else { 512 };
+
+/// Native stack bytes one Toy call may use when a JIT runs: a compiled
+/// frame is larger than an interpreted one (its registers' spill slots:
+/// registers are numbered by a byte, and 240 locals all live across a
+/// recursive call measured `sub rsp,7A0h`, 1,968 bytes with the saved
+/// `rbp` and return address; 6 KB leaves room for inlined leaves'
+/// temporaries), and its prologue checks the stack
+/// (`runtime::native_stack`), so this only has to make every program that
+/// fits in the interpreter fit compiled too. The stack is reserved, not
+/// committed: pages are touched only as deep as the recursion goes.
+pub const COMPILED_BYTES_PER_CALL: usize = if cfg!(debug_assertions) { 16384 } else { 6144 };
 
 /// Native stack kept free for everything else (builtins, printing, the
 /// collector, the Rust runtime).
@@ -158,9 +171,14 @@ pub fn run_with(
     stdout: &mut (dyn Write + Send),
     stderr: &mut (dyn Write + Send),
 ) -> i32 {
+    let per_call = if options.tier_up.is_some() {
+        COMPILED_BYTES_PER_CALL
+    } else {
+        NATIVE_BYTES_PER_CALL
+    };
     let needed = options
         .max_depth
-        .saturating_mul(NATIVE_BYTES_PER_CALL)
+        .saturating_mul(per_call)
         .saturating_add(NATIVE_RESERVE);
     if main_thread_can_hold(needed) {
         return execute(module, args, options, stdout, stderr);
@@ -232,6 +250,7 @@ fn execute(
     if options.gc_stress {
         vm.heap.set_stress();
     }
+    vm.stack_limit = runtime::native_stack::limit_for_current_thread();
     vm.out.line_buffered = options.line_buffered;
     if let Some(hook) = &options.on_output {
         hook(vm.out.pending());

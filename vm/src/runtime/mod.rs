@@ -53,6 +53,7 @@ pub mod builtins;
 pub mod error;
 pub mod heap;
 pub mod output;
+pub mod native_stack;
 pub mod print;
 pub mod region;
 pub mod tier;
@@ -117,6 +118,9 @@ pub struct Vm<'m> {
     /// (points into `entries`; a raw pointer so JIT code can load from it
     /// at a fixed offset). Change entries with [`Vm::set_entry`].
     pub entry_table: *mut EntryFn,
+    /// Lowest native stack pointer at which compiled code may run a frame
+    /// (0: no limit); see [`native_stack`].
+    pub stack_limit: usize,
     // ANCHOR_END: vm_struct
     /// Per-function data for the interpreter.
     pub funcs: Vec<FnRuntime>,
@@ -160,6 +164,8 @@ pub mod offsets {
     pub const FRAMES: usize = std::mem::offset_of!(Vm<'static>, frames);
     /// [`Vm::entry_table`] (`*mut EntryFn`).
     pub const ENTRY_TABLE: usize = std::mem::offset_of!(Vm<'static>, entry_table);
+    /// [`Vm::stack_limit`] (`usize`).
+    pub const STACK_LIMIT: usize = std::mem::offset_of!(Vm<'static>, stack_limit);
 }
 
 impl<'m> Vm<'m> {
@@ -217,6 +223,7 @@ impl<'m> Vm<'m> {
         Ok(Box::new(Vm {
             entry_table: entries.as_mut_ptr(),
             entries,
+            stack_limit: 0,
             depth: 0,
             max_depth,
             frames: frame_records.as_ptr(),
