@@ -96,6 +96,11 @@ struct RunArgs {
           value_parser = clap::value_parser!(usize))]
     max_depth: usize,
 
+    /// Most memory the heap may hold (e.g. 512M, 4G); beyond it the script
+    /// stops with `out of memory` [default: half of the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = vm::runtime::heap_limit::parse_size)]
+    max_heap: Option<usize>,
+
     /// Collect garbage at every allocation and poison freed objects, so a
     /// missing GC root shows up as wrong output (for testing the VM).
     #[arg(long, hide = true)]
@@ -110,6 +115,8 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in `main`: no other thread exists yet.
+    unsafe { jit::forget_perf_buildid_dir() };
     let cli = Cli::parse();
     let status = match cli.command {
         Command::Run(run) => run_script(run),
@@ -156,6 +163,9 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
     });
     let options = vm::driver::Options {
         max_depth: run.max_depth,
+        max_heap: run
+            .max_heap
+            .unwrap_or_else(vm::runtime::heap_limit::default_max_heap),
         gc_stress: run.gc_stress,
         tier_up,
         vmprof: run.vmprof.map(|path| vm::vmprof::VmprofOptions {
