@@ -52,6 +52,7 @@
 pub mod builtins;
 pub mod error;
 pub mod heap;
+pub mod heap_limit;
 pub mod print;
 pub mod region;
 pub mod tier;
