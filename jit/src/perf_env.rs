@@ -15,6 +15,7 @@
 /// The variable cranelift-jit checks before writing its perf map.
 pub const PERF_BUILDID_DIR: &str = "PERF_BUILDID_DIR";
 
+// ANCHOR: forget
 /// Removes [`PERF_BUILDID_DIR`] from this process's environment, so that
 /// the JIT can start under `perf record`. Nothing in toyvm reads it; perf
 /// sets it again for any program it runs.
@@ -26,6 +27,7 @@ pub unsafe fn forget_perf_buildid_dir() {
     // SAFETY: the caller's contract (single-threaded).
     unsafe { std::env::remove_var(PERF_BUILDID_DIR) };
 }
+// ANCHOR_END: forget
 
 /// An error if cranelift-jit would write its own perf map in this process.
 pub(crate) fn check_no_cranelift_perf_map() -> Result<(), String> {

@@ -419,6 +419,7 @@ pub unsafe extern "C" fn run_slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64,
     }
 }
 
+// ANCHOR: make_room
 /// Makes sure `bytes` more fit under the heap limit, collecting first if
 /// they do not and garbage may be what is in the way. Runs at the start of
 /// an allocating instruction, where every live reference is in a ref
@@ -440,6 +441,7 @@ unsafe fn make_room(vm: *mut Vm<'_>, bytes: usize) -> Result<(), RuntimeError> {
         }
     }
 }
+// ANCHOR_END: make_room
 
 /// The instructions that allocate, print or parse, kept out of the main
 /// loop so that its hot state stays in machine registers. Runs `op` (the
