@@ -77,8 +77,17 @@ pub fn load(path: &Path) -> Result<ToyProfile, String> {
     })
 }
 
-/// Splits `toy:<name>:<line>:<file>`; `None` for anything else.
+/// Splits `toy:<name>:<line>:<file>`; `None` for anything else but the
+/// frame that stands for the outer frames a too-deep sample left out.
 fn parse_code_name(name: &str) -> Option<Frame> {
+    use perfsupport::vmprof::{CUT_FRAMES_CLASS, CUT_FRAMES_NAME};
+    if name == format!("{CUT_FRAMES_CLASS}:{CUT_FRAMES_NAME}:0:-") {
+        return Some(Frame {
+            name: CUT_FRAMES_NAME.to_owned(),
+            file: "-".to_owned(),
+            line: 0,
+        });
+    }
     let rest = name
         .strip_prefix(vm::vmprof::CODE_CLASS)?
         .strip_prefix(':')?;
