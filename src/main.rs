@@ -106,6 +106,11 @@ struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     max_depth: u64,
 
+    /// Most memory the heap may hold (e.g. 512M, 4G); beyond it the script
+    /// stops with `out of memory` [default: half of the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = vm::runtime::heap_limit::parse_size)]
+    max_heap: Option<usize>,
+
     /// Collect garbage at every allocation and poison freed objects, so a
     /// missing GC root shows up as wrong output (for testing the VM).
     #[arg(long, hide = true)]
@@ -132,6 +137,8 @@ fn non_empty_path(value: &str) -> Result<PathBuf, String> {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in `main`: no other thread exists yet.
+    unsafe { jit::forget_perf_buildid_dir() };
     let cli = Cli::parse();
     let status = match cli.command {
         Command::Run(run) => run_script(run),
@@ -228,6 +235,9 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
     });
     let options = vm::driver::Options {
         max_depth: usize::try_from(run.max_depth).unwrap_or(usize::MAX),
+        max_heap: run
+            .max_heap
+            .unwrap_or_else(vm::runtime::heap_limit::default_max_heap),
         gc_stress: run.gc_stress,
         tier_up,
         vmprof: run.vmprof.map(|path| vm::vmprof::VmprofOptions {

@@ -41,8 +41,11 @@ pub mod line_table;
 pub mod limits;
 pub mod names;
 pub mod stack_guard;
+mod perf_env;
 pub mod system_unwind;
 pub mod translate;
+
+pub use perf_env::{PERF_BUILDID_DIR, forget_perf_buildid_dir};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -152,8 +155,10 @@ impl Jit {
     /// is reported on stderr in one line and skipped.
     ///
     /// # Errors
-    /// A message if the host ISA or the code memory is unavailable.
+    /// A message if the host ISA or the code memory is unavailable, or if
+    /// cranelift-jit would write a perf map of its own ([`PERF_BUILDID_DIR`]).
     pub fn new(options: JitOptions) -> Result<Jit, String> {
+        perf_env::check_no_cranelift_perf_map()?;
         let mut profilers = Profilers::new();
         if let Some(dir) = &options.jitdump_dir {
             match JitDump::create_in(dir) {

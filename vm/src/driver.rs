@@ -67,6 +67,9 @@ pub type OutputHook = std::sync::Arc<dyn Fn(runtime::PendingOutput) + Send + Syn
 pub struct Options {
     /// Most Toy frames active at once (`<main>` counts as one).
     pub max_depth: usize,
+    /// Most bytes the heap may hold; more is the runtime error `out of
+    /// memory` (see [`crate::runtime::heap_limit`] for the default).
+    pub max_heap: usize,
     /// Collect garbage at every allocation: slow, but any object the root
     /// maps forget is freed at once (for testing the VM).
     pub gc_stress: bool,
@@ -86,6 +89,7 @@ impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
             .field("max_depth", &self.max_depth)
+            .field("max_heap", &self.max_heap)
             .field("gc_stress", &self.gc_stress)
             .field("line_buffered", &self.line_buffered)
             .field("tier_up", &self.tier_up.is_some())
@@ -99,6 +103,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             max_depth: DEFAULT_MAX_DEPTH,
+            max_heap: runtime::heap_limit::default_max_heap(),
             gc_stress: false,
             vmprof: None,
             line_buffered: false,
@@ -247,6 +252,7 @@ fn execute(
             return 1;
         }
     };
+    vm.heap.set_limit(options.max_heap);
     if options.gc_stress {
         vm.heap.set_stress();
     }

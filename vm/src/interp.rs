@@ -15,7 +15,7 @@
 use std::sync::atomic::{Ordering, compiler_fence};
 
 use crate::bytecode::Op;
-use crate::runtime::heap::{arr_mut, str_ref};
+use crate::runtime::heap::{self, arr_mut, str_ref};
 use crate::runtime::print::{write_scalar, write_value};
 use crate::runtime::{
     EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, builtins, tier,
@@ -419,6 +419,30 @@ pub unsafe extern "C" fn run_slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64,
     }
 }
 
+// ANCHOR: make_room
+/// Makes sure `bytes` more fit under the heap limit, collecting first if
+/// they do not and garbage may be what is in the way. Runs at the start of
+/// an allocating instruction, where every live reference is in a ref
+/// register (the instruction's result is not written yet).
+///
+/// # Safety
+/// As for [`run`], at an instruction boundary of the active frame.
+unsafe fn make_room(vm: *mut Vm<'_>, bytes: usize) -> Result<(), RuntimeError> {
+    // SAFETY: the caller's contract: the GC root invariant holds here.
+    unsafe {
+        let heap = &(*vm).heap;
+        if !heap.has_room(bytes) && heap.may_have_garbage() {
+            (*vm).collect();
+        }
+        if (*vm).heap.has_room(bytes) {
+            Ok(())
+        } else {
+            Err(RuntimeError::OutOfMemory)
+        }
+    }
+}
+// ANCHOR_END: make_room
+
 /// The instructions that allocate, print or parse, kept out of the main
 /// loop so that its hot state stays in machine registers. Runs `op` (the
 /// instruction before `pc`: `pc` is the index of the next instruction) in
@@ -464,17 +488,28 @@ unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize)
         }
         match op {
             Op::Concat { dst, a, b } => {
+                let len = str_ref(reg!(a))
+                    .len()
+                    .saturating_add(str_ref(reg!(b)).len());
+                if let Err(e) = make_room(vm, len) {
+                    raise!(pc, e);
+                }
                 let (x, y) = (str_ref(reg!(a)), str_ref(reg!(b)));
-                let mut s = String::with_capacity(x.len() + y.len());
+                let mut s = match (*vm).heap.new_string(len) {
+                    Ok(s) => s,
+                    Err(e) => raise!(pc, e),
+                };
                 s.push_str(x);
                 s.push_str(y);
                 reg!(dst) = (*vm).heap.alloc_str(s);
                 gc_point!();
             }
             Op::NewArray { dst, refs, cap } => {
-                reg!(dst) = (*vm)
-                    .heap
-                    .alloc_array(refs, Vec::with_capacity(cap as usize));
+                let elems = match (*vm).heap.new_slots(cap as usize) {
+                    Ok(v) => v,
+                    Err(e) => raise!(pc, e),
+                };
+                reg!(dst) = (*vm).heap.alloc_array(refs, elems);
                 gc_point!();
             }
             Op::RepeatArray {
@@ -484,14 +519,21 @@ unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize)
                 depth,
                 refs,
             } => {
-                let n = int!(count);
-                let mut elems = match builtins::slots(n) {
+                let n = match builtins::repeat_count(int!(count)) {
+                    Ok(n) => n,
+                    Err(e) => raise!(pc, e),
+                };
+                let size = builtins::repeat_size(reg!(val), depth as u32, n);
+                if let Err(e) = make_room(vm, size) {
+                    raise!(pc, e);
+                }
+                let mut elems = match (*vm).heap.new_slots(n) {
                     Ok(v) => v,
                     Err(e) => raise!(pc, e),
                 };
                 let v = reg!(val);
                 if depth == 0 {
-                    elems.resize(n as usize, v);
+                    elems.resize(n, v);
                 } else {
                     for _ in 0..n {
                         match builtins::deep_copy(&mut (*vm).heap, v, depth as u32) {
@@ -504,15 +546,21 @@ unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize)
                 gc_point!();
             }
             Op::Push { arr, val } => {
-                let a = arr_mut(reg!(arr));
-                let old_cap = a.elems.capacity();
-                if a.elems.try_reserve(1).is_err() {
-                    raise!(pc, RuntimeError::OutOfMemory);
+                let growth = heap::push_growth_bytes(&arr_mut(reg!(arr)).elems);
+                if growth != 0
+                    && let Err(e) = make_room(vm, growth)
+                {
+                    raise!(pc, e);
                 }
+                // Borrowed after `make_room`'s collection: the array is
+                // rooted (its register), so it survived, unmoved.
+                let a = arr_mut(reg!(arr));
+                let grew = match (*vm).heap.reserve_push(&mut a.elems) {
+                    Ok(grew) => grew,
+                    Err(e) => raise!(pc, e),
+                };
                 a.elems.push(reg!(val));
-                let grown = a.elems.capacity() - old_cap;
-                if grown != 0 {
-                    (*vm).heap.note_growth(grown * 8);
+                if grew {
                     gc_point!();
                 }
             }

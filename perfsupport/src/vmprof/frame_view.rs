@@ -16,10 +16,16 @@
 //!
 //! ```text
 //! n = load usize [depth]                               ; active frames
-//! for i in 0 .. min(n, SHADOW_STACK_CAPACITY):         ; root first
+//! for i in 0 .. n:                                     ; root first
 //!     key = load u32 [records + (first + i) * stride + key_offset]
 //!     id  = ids[key]                                   ; 0 if key >= ids.len()
 //! ```
+//!
+//! A sample holds at most [`SHADOW_STACK_CAPACITY`] frames. A deeper stack
+//! keeps its *innermost* frames, where the time is spent: the outermost
+//! ones are replaced by one frame named [`CUT_FRAMES_NAME`], so readers see
+//! that (and in how many samples) the root part of the stack was cut,
+//! instead of a recursive function with all the self time.
 //!
 //! `key` is whatever the record holds to name its code (toyvm: the function
 //! index); `ids` maps it to the code id from
@@ -44,8 +50,25 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{Ordering, compiler_fence};
 
-use super::CodeId;
+use super::registry::{CodeIdCell, get_unique_id, register_code, register_code_object_class};
 use super::shadow_stack::SHADOW_STACK_CAPACITY;
+use super::{CodeId, VmprofError};
+
+/// The code class of [`CUT_FRAMES_NAME`].
+pub const CUT_FRAMES_CLASS: &str = "vmprof";
+/// The function name of the frame that stands for the outermost frames a
+/// sample deeper than [`SHADOW_STACK_CAPACITY`] leaves out.
+pub const CUT_FRAMES_NAME: &str = "[outer frames cut]";
+
+/// The id of the [`CUT_FRAMES_NAME`] frame, registered by
+/// [`install_frame_view`] (read by the signal handler: a `OnceLock` that is
+/// set is read with one atomic load).
+static CUT_FRAMES: CodeIdCell = CodeIdCell::new();
+
+fn register_cut_frames() -> Result<CodeId, VmprofError> {
+    let class = register_code_object_class(CUT_FRAMES_CLASS)?;
+    Ok(register_code(&CUT_FRAMES, &class, CUT_FRAMES_NAME, 0, "-"))
+}
 
 /// Where a VM keeps its frame records and how to name their code; see the
 /// module docs.
@@ -66,19 +89,17 @@ pub struct FrameView {
 }
 
 impl FrameView {
-    /// How many frames a sample takes: the depth, capped at
-    /// [`SHADOW_STACK_CAPACITY`] (the outermost frames are kept).
-    /// Async-signal-safe.
+    /// The number of active frames. Async-signal-safe.
     ///
     /// # Safety
     /// `self.depth` is valid for reads (the contract of
     /// [`install_frame_view`]).
-    unsafe fn stored_depth(&self) -> usize {
+    unsafe fn active_depth(&self) -> usize {
         // SAFETY: the caller's contract.
         let depth = unsafe { self.depth.read_volatile() };
         // Keep the records' loads after the depth's.
         compiler_fence(Ordering::SeqCst);
-        depth.min(SHADOW_STACK_CAPACITY)
+        depth
     }
 
     /// The code id of frame `index` (0 is the root), or 0 for a key outside
@@ -124,6 +145,8 @@ pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
         aligned(view.records as usize) && aligned(view.stride) && aligned(view.key_offset),
         "frame record keys must be 4-byte aligned"
     );
+    // Registered here, not in the handler (registering takes a lock).
+    register_cut_frames().expect("the cut-frames class prefix is valid");
     let view = Box::new(view);
     // The view is complete before the handler can see it.
     compiler_fence(Ordering::SeqCst);
@@ -157,7 +180,9 @@ impl Drop for FrameViewGuard {
 }
 
 /// Reads the current thread's installed view as `(frames, id_at)` for one
-/// sample; `None` when no view is installed. Async-signal-safe.
+/// sample, root first, at most [`SHADOW_STACK_CAPACITY`] frames (a deeper
+/// stack: the [`CUT_FRAMES_NAME`] frame, then the innermost frames); `None`
+/// when no view is installed. Async-signal-safe.
 pub(crate) fn with_current_view<R>(
     f: impl FnOnce(usize, &dyn Fn(usize) -> usize) -> R,
 ) -> Option<R> {
@@ -167,9 +192,28 @@ pub(crate) fn with_current_view<R>(
     // covers the reads, and `id_at` is only asked below `depth`.
     unsafe {
         let view = view.as_ref()?;
-        let depth = view.stored_depth();
-        Some(f(depth, &|i| view.id_at(i)))
+        let depth = view.active_depth();
+        if depth <= SHADOW_STACK_CAPACITY {
+            return Some(f(depth, &|i| view.id_at(i)));
+        }
+        // Frame 0 stands for the `cut` outermost frames; frame i > 0 is
+        // active frame `cut + i - 1`, up to the innermost, `depth - 1`.
+        let cut = depth - (SHADOW_STACK_CAPACITY - 1);
+        let marker = get_unique_id(&CUT_FRAMES).map_or(0, CodeId::get);
+        Some(f(SHADOW_STACK_CAPACITY, &|i| {
+            if i == 0 {
+                marker
+            } else {
+                view.id_at(cut + i - 1)
+            }
+        }))
     }
+}
+
+/// The id of the [`CUT_FRAMES_NAME`] frame (registered by the first
+/// [`install_frame_view`]).
+pub fn cut_frames_id() -> Option<CodeId> {
+    get_unique_id(&CUT_FRAMES)
 }
 
 #[cfg(test)]
@@ -219,9 +263,9 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_read_as_zero_and_depth_is_capped() {
-        let depth = SHADOW_STACK_CAPACITY + 5;
-        let records = vec![Record { base: 0, key: 7 }; SHADOW_STACK_CAPACITY + 5];
+    fn unknown_keys_read_as_zero() {
+        let depth = 3;
+        let records = vec![Record { base: 0, key: 7 }; 3];
         // SAFETY: as above.
         let _guard = unsafe {
             install_frame_view(FrameView {
@@ -233,9 +277,38 @@ mod tests {
                 ids: ids(&[12]),
             })
         };
+        assert_eq!(read_all(), Some(vec![0, 0, 0]));
+    }
+
+    #[test]
+    fn deep_stacks_keep_the_innermost_frames_under_a_cut_marker() {
+        // Root: key 0, then 1 ... : ids 100 + 4 * key, so every frame is
+        // recognisable; 5 frames more than a sample holds.
+        let depth = SHADOW_STACK_CAPACITY + 5;
+        let records: Vec<Record> = (0..depth as u32)
+            .map(|key| Record { base: 0, key })
+            .collect();
+        let table: Vec<usize> = (0..depth).map(|k| 100 + 4 * k).collect();
+        // SAFETY: as above.
+        let _guard = unsafe {
+            install_frame_view(FrameView {
+                depth: &depth,
+                records: records.as_ptr().cast(),
+                first: 0,
+                stride: size_of::<Record>(),
+                key_offset: 8,
+                ids: ids(&table),
+            })
+        };
+        let marker = cut_frames_id().expect("registered by install").get();
         let read = read_all().unwrap();
         assert_eq!(read.len(), SHADOW_STACK_CAPACITY);
-        assert!(read.iter().all(|&id| id == 0));
+        assert_eq!(read[0], marker);
+        // The innermost frame (the leaf) is last; the 6 outermost are cut.
+        assert_eq!(read[SHADOW_STACK_CAPACITY - 1], 100 + 4 * (depth - 1));
+        assert_eq!(read[1], 100 + 4 * 6);
+        let name = super::super::code_name_of(cut_frames_id().unwrap()).unwrap();
+        assert_eq!(name, format!("{CUT_FRAMES_CLASS}:{CUT_FRAMES_NAME}:0:-"));
     }
 
     #[test]

@@ -72,7 +72,9 @@ use std::time::Duration;
 use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 
 pub use format::Timeval;
-pub use frame_view::{FrameView, FrameViewGuard, install_frame_view};
+pub use frame_view::{
+    CUT_FRAMES_CLASS, CUT_FRAMES_NAME, FrameView, FrameViewGuard, cut_frames_id, install_frame_view,
+};
 pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
 pub use reader::{
     Profile, ReadError, Salvaged, Sample, parse_profile, read_profile, read_salvaging,

@@ -15,8 +15,22 @@
 //! itself; it only counts bytes, and the interpreter collects after an
 //! allocating instruction has stored its result ([`Heap::should_collect`]),
 //! so a half-built object is never unrooted.
+//!
+//! # The byte budget (`--max-heap`)
+//!
+//! The heap counts the bytes it holds (live at the last collection plus
+//! everything allocated since) against a limit ([`Heap::set_limit`]). An
+//! instruction about to allocate asks [`Heap::has_room`] first, collecting
+//! if it does not fit (see `crate::interp`), and builds its payload with
+//! [`Heap::new_slots`] / [`Heap::new_string`] / [`Heap::reserve_push`],
+//! which fail with [`RuntimeError::OutOfMemory`] instead of aborting the
+//! process: over the budget, or when the system refuses the memory
+//! (fallible `try_reserve`). Collections are scheduled so that garbage
+//! never takes more than half of the room left under the limit.
 
 use std::ptr::NonNull;
+
+use crate::runtime::RuntimeError;
 
 /// Which Rust struct an object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,8 +74,27 @@ pub struct ArrObj {
     pub elems: Vec<u64>,
 }
 
-/// Smallest allocation volume between two collections.
+/// Smallest allocation volume between two collections, with room to spare.
 const MIN_THRESHOLD: usize = 1 << 20;
+
+/// Smallest allocation volume between two collections near the limit
+/// (fewer bytes would make every allocation collect).
+const MIN_THRESHOLD_NEAR_LIMIT: usize = 64 << 10;
+
+/// Capacity a full array grows by on `push`: it doubles (at least 4).
+fn push_growth(capacity: usize) -> usize {
+    capacity.max(4)
+}
+
+/// Bytes that pushing one element onto `elems` (an array's elements)
+/// allocates: 0 unless the array is full (see [`Heap::reserve_push`]).
+pub fn push_growth_bytes(elems: &Vec<u64>) -> usize {
+    if elems.len() < elems.capacity() {
+        0
+    } else {
+        push_growth(elems.capacity()).saturating_mul(8)
+    }
+}
 
 /// Owner of every heap object.
 #[derive(Debug)]
@@ -69,6 +102,10 @@ pub struct Heap {
     objects: Vec<NonNull<Header>>,
     /// Bytes allocated since the last collection.
     allocated: usize,
+    /// Bytes of the objects that survived the last collection.
+    live: usize,
+    /// Most bytes the heap may hold (`--max-heap`; unlimited by default).
+    limit: usize,
     /// Collect once `allocated` reaches this (about the live size after
     /// the last collection: the heap may grow to ~2x before collecting).
     threshold: usize,
@@ -86,6 +123,8 @@ impl Default for Heap {
         Heap {
             objects: Vec::new(),
             allocated: 0,
+            live: 0,
+            limit: usize::MAX,
             threshold: MIN_THRESHOLD,
             stress: false,
             graveyard: Vec::new(),
@@ -112,16 +151,101 @@ impl Heap {
         self.threshold = 0;
     }
 
+    /// Bounds the bytes the heap may hold (`--max-heap`).
+    pub fn set_limit(&mut self, bytes: usize) {
+        self.limit = bytes;
+        self.threshold = self.next_threshold();
+    }
+
+    /// The limit set by [`Heap::set_limit`] (`usize::MAX` if none).
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Bytes held: live at the last collection plus allocated since (some
+    /// of which may be garbage by now).
+    pub fn size(&self) -> usize {
+        self.live.saturating_add(self.allocated)
+    }
+
+    /// True if `bytes` more fit under the limit.
+    #[inline]
+    pub fn has_room(&self, bytes: usize) -> bool {
+        self.size()
+            .checked_add(bytes)
+            .is_some_and(|total| total <= self.limit)
+    }
+
+    /// True if a collection could free something: bytes were allocated
+    /// since the last one.
+    pub fn may_have_garbage(&self) -> bool {
+        self.allocated > 0
+    }
+
+    fn room(&self, bytes: usize) -> Result<(), RuntimeError> {
+        if self.has_room(bytes) {
+            Ok(())
+        } else {
+            Err(RuntimeError::OutOfMemory)
+        }
+    }
+
+    /// An empty `Vec` with room for exactly `n` slots, to become an array's
+    /// elements ([`Heap::alloc_array`] accounts for them). Fails if they
+    /// would not fit under the limit or the system has no memory for them.
+    pub fn new_slots(&self, n: usize) -> Result<Vec<u64>, RuntimeError> {
+        self.room(n.saturating_mul(8))?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(n)
+            .map_err(|_| RuntimeError::OutOfMemory)?;
+        Ok(v)
+    }
+
+    /// An empty `String` with room for exactly `bytes`, to become a string
+    /// object ([`Heap::alloc_str`] accounts for it). Fails like
+    /// [`Heap::new_slots`].
+    pub fn new_string(&self, bytes: usize) -> Result<String, RuntimeError> {
+        self.room(bytes)?;
+        let mut s = String::new();
+        s.try_reserve_exact(bytes)
+            .map_err(|_| RuntimeError::OutOfMemory)?;
+        Ok(s)
+    }
+
+    /// Makes room for one more element in `elems` (an array's elements),
+    /// doubling a full array and accounting for the growth. Fails like
+    /// [`Heap::new_slots`]. Returns true if the array grew (the caller
+    /// then offers a collection point).
+    pub fn reserve_push(&mut self, elems: &mut Vec<u64>) -> Result<bool, RuntimeError> {
+        if elems.len() < elems.capacity() {
+            return Ok(false);
+        }
+        let extra = push_growth(elems.capacity());
+        self.room(extra.saturating_mul(8))?;
+        elems
+            .try_reserve_exact(extra)
+            .map_err(|_| RuntimeError::OutOfMemory)?;
+        self.allocated += extra * 8;
+        Ok(true)
+    }
+
     /// True when enough was allocated since the last collection.
     #[inline]
     pub fn should_collect(&self) -> bool {
         self.allocated >= self.threshold
     }
 
-    /// Accounts for memory an array gained by growing in place.
-    #[inline]
-    pub fn note_growth(&mut self, bytes: usize) {
-        self.allocated += bytes;
+    /// How much may be allocated before the next collection: about the
+    /// live size (the heap grows to ~2x), but at most half the room left
+    /// under the limit, so garbage alone never exhausts it.
+    fn next_threshold(&self) -> usize {
+        if self.stress {
+            return 0;
+        }
+        let room = self.limit.saturating_sub(self.live);
+        self.live
+            .max(MIN_THRESHOLD)
+            .min((room / 2).max(MIN_THRESHOLD_NEAR_LIMIT))
     }
 
     /// Number of live (not yet swept) objects.
@@ -218,11 +342,8 @@ impl Heap {
             }
         });
         self.allocated = 0;
-        self.threshold = if self.stress {
-            0
-        } else {
-            live_bytes.max(MIN_THRESHOLD)
-        };
+        self.live = live_bytes;
+        self.threshold = self.next_threshold();
         self.collections += 1;
     }
 }

@@ -54,6 +54,7 @@ pub mod error;
 pub mod heap;
 pub mod output;
 pub mod native_stack;
+pub mod heap_limit;
 pub mod print;
 pub mod region;
 pub mod tier;
