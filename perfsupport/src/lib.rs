@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | [`perf_map`] | `/tmp/perf-<pid>.map` text lines | `perf report`, `perf script` |
 //! | [`jitdump`] | `jit-<pid>.dump` records | `perf inject --jit` |
+//! | [`gdb_jit`] | in-memory ELF objects (symbols, DWARF lines, CFI) | gdb, lldb |
 //! | [`unwind`] | `.eh_frame` / `.eh_frame_hdr` bytes | perf's libunwind, libgcc's `__register_frame` |
 //! | [`vmprof`] | VMProf-style profiles of the VM's own call stack | `vmprof`, `vmprofshow` |
 //! | [`safe_file`] | nothing itself: symlink-safe creation of the above | |
@@ -19,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod gdb_jit;
 pub mod jitdump;
 pub mod perf_map;
 pub mod region;
@@ -29,6 +31,7 @@ pub mod vmprof;
 
 mod os;
 
+pub use gdb_jit::GdbJit;
 pub use jitdump::JitDump;
 pub use perf_map::PerfMap;
 pub use region::{CodeRegion, LineEntry, RegionKind, UnwindInfo};
