@@ -124,4 +124,8 @@ fn toyvm_profile_works_in_the_namespace() {
         report.contains("toy:jit:inner_hot:"),
         "toyvm profile in a namespace:\n{report}\n{stderr}"
     );
+    // The file it writes for the Firefox Profiler names the same code.
+    let script =
+        std::fs::read_to_string(work.0.join("prof/perf-script.txt")).expect("perf-script.txt");
+    assert!(script.contains("toy:jit:inner_hot:"), "{stderr}");
 }

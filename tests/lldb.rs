@@ -28,7 +28,8 @@ fn lldb_names_every_frame_of_a_compiled_hot_loop() {
         .spawn()
         .expect("spawn toyvm");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    assert_eq!(lines.next().expect("a line").expect("stdout"), "ready");
+    let first = lines.next().expect("a line").expect("stdout");
+    assert!(first.starts_with("ready"), "{first}");
     std::thread::sleep(Duration::from_millis(300));
     let out = Command::new("lldb")
         .args([

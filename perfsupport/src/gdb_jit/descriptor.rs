@@ -71,6 +71,7 @@ pub struct DescriptorCell(UnsafeCell<JitDescriptor>);
 // `publish`), and nothing in the process reads it otherwise.
 unsafe impl Sync for DescriptorCell {}
 
+// ANCHOR: symbols
 /// The descriptor gdb and lldb read (exact C name and layout).
 #[unsafe(no_mangle)]
 pub static __jit_debug_descriptor: DescriptorCell =
@@ -90,6 +91,7 @@ pub extern "C" fn __jit_debug_register_code() {
     // so it is neither removed nor merged with another empty function.
     std::hint::black_box(&__jit_debug_descriptor);
 }
+// ANCHOR_END: symbols
 
 /// Serializes updates of the list made by this process's perfsupport.
 static LOCK: Mutex<()> = Mutex::new(());

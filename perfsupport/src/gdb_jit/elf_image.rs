@@ -35,6 +35,7 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Ve
     let mut builder = Builder::new(Endianness::Little, true);
     builder.header.e_type = elf::ET_REL;
     builder.header.e_machine = machine()?;
+    // ANCHOR: text_sections
     for region in regions {
         let text = builder.sections.add();
         text.name = ByteString::from(".text");
@@ -51,6 +52,7 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Ve
         symbol.st_value = 0;
         symbol.st_size = region.size();
     }
+    // ANCHOR_END: text_sections
     // Only a terminator means no region has call-frame information.
     if eh_frame.len() > 4 {
         add_data_section(&mut builder, ".eh_frame", eh_frame, 8);
