@@ -501,4 +501,26 @@ if command -v perf >/dev/null && command -v cc >/dev/null && command -v pkg-conf
     done
 fi
 
+# The Debuggers chapter: gdb through the GDB JIT interface (`run --gdb`).
+if command -v gdb >/dev/null; then
+    gdb_session() { gdb -nx -batch -ex 'set pagination off' -ex 'set width 0' "$@" 2>&1 |
+        grep -v -e '^warning: Missing auto-load' -e '^of file ' -e '^Use `info auto-load' \
+            -e 'libthread_db' -e '^\[New Thread' -e '^\[Thread .* exited' -e '^\[Inferior' -e '^Kill the program'; }
+    gdb_session -ex 'set breakpoint pending on' -ex 'break -function toy:jit:spin:tests/gdb/hot.toy:5' \
+        -ex run -ex 'info line' -ex list -ex up -ex down -ex finish -ex kill \
+        --args target/release/toyvm run --gdb tests/gdb/hot.toy 100 >"$OUT/gdb-breakpoint.txt"
+    for flag in --gdb ""; do
+        name=$([[ -n $flag ]] && echo with-gdb || echo without-gdb)
+        target/release/toyvm run $flag tests/gdb/hot.toy 1000000000000 >"$WORK/hot.out" &
+        hot=$!
+        until [[ -s $WORK/hot.out ]]; do sleep 0.1; done
+        sleep 0.5
+        gdb_session -ex bt -p "$hot" | grep '^#' | sed '/ main () at src\/main.rs/q' \
+            >"$OUT/gdb-backtrace-$name.txt"
+        kill "$hot"; wait "$hot" 2>/dev/null || true
+    done
+else
+    echo "generate.sh: gdb unavailable: keeping the gdb outputs already in $OUT" >&2
+fi
+
 echo "generate.sh: wrote $(find "$OUT" -name "*.txt" | wc -l) files to book/src/generated/" >&2

@@ -80,6 +80,11 @@ struct RunArgs {
     #[arg(long, value_name = "DIR", value_parser = non_empty_path)]
     perf_dir: Option<PathBuf>,
 
+    /// Tell gdb and lldb about compiled code (GDB JIT interface): names,
+    /// source lines and unwind info; trampolines as for --perf.
+    #[arg(long)]
+    gdb: bool,
+
     /// Print each JIT compilation's time to stderr.
     #[arg(long)]
     jit_stats: bool,
@@ -225,10 +230,11 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
                 .or_else(|| jitdump_dir_env.map(PathBuf::from))
                 .unwrap_or_else(|| PathBuf::from("/tmp"))
         }),
+        gdb: run.gdb,
         stats: run.jit_stats,
     };
     // Pure interpretation needs no hook at all: calls take the fastest path.
-    let wanted = jit_options.threshold.is_some() || run.perf || run.perf_jitdump;
+    let wanted = jit_options.threshold.is_some() || run.perf || run.perf_jitdump || run.gdb;
     let tier_up: Option<vm::driver::TierUpFactory> = wanted.then(|| {
         let make = move || jit::tier_up(jit_options.clone());
         std::sync::Arc::new(make) as vm::driver::TierUpFactory

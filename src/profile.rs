@@ -17,7 +17,9 @@
 //!    compiled region, with symbols, line tables and unwind info);
 //! 3. `perf report --stdio --no-children` into `DIR/report.txt`;
 //! 4. `perf script`, folded by inferno's `collapse-perf`, drawn by inferno's
-//!    flame graph into `DIR/flamegraph.svg`.
+//!    flame graph into `DIR/flamegraph.svg`; its text is also kept as
+//!    `DIR/perf-script.txt`, which the Firefox Profiler
+//!    (<https://profiler.firefox.com>) opens as it is.
 //!
 //! The script is compiled first: a compile error stops here, before perf.
 //!
@@ -65,6 +67,7 @@ const FLAMEGRAPH: &str = "flamegraph.svg";
 const PERF_CONFIG: &str = "perfconfig";
 /// Mode of the directories toyvm profile creates: `rwxr-xr-x`.
 const DIR_MODE: u32 = 0o755;
+const FIREFOX: &str = "perf-script.txt";
 
 /// Runs `toyvm profile`; errors are one `error: ...` line.
 pub fn run(args: ProfileArgs) -> Result<u8, ()> {
@@ -133,6 +136,8 @@ pub fn run(args: ProfileArgs) -> Result<u8, ()> {
     let mut script = perf("script");
     script.arg("-i").arg(dir.join(INJECTED_DATA));
     let stacks = quiet(&mut script, "perf script").map_err(fail)?;
+    std::fs::write(dir.join(FIREFOX), &stacks)
+        .map_err(|e| fail(format!("cannot write {}: {e}", dir.join(FIREFOX).display())))?;
     let title = format!("toyvm profile {}", args.script.display());
     flamegraph(&stacks, &title, &dir.join(FLAMEGRAPH)).map_err(fail)?;
 
@@ -141,6 +146,11 @@ pub fn run(args: ProfileArgs) -> Result<u8, ()> {
         dir.join(REPORT).display(),
         dir.join(FLAMEGRAPH).display(),
         dir.join(INJECTED_DATA).display()
+    );
+    eprintln!(
+        "toyvm profile: for the Firefox Profiler, open {} at https://profiler.firefox.com, or run `samply import {}`",
+        dir.join(FIREFOX).display(),
+        dir.join(PERF_DATA).display()
     );
     Ok(recorded.code().map_or(1, |c| u8::try_from(c).unwrap_or(1)))
 }

@@ -98,6 +98,9 @@ pub struct JitOptions {
     pub perf_map: bool,
     /// Write `<dir>/jit-<pid>.dump` (and build trampolines).
     pub jitdump_dir: Option<PathBuf>,
+    /// Publish compiled code to debuggers through the GDB JIT interface
+    /// (and build trampolines, so interpreted frames are named too).
+    pub gdb: bool,
     /// Print each compile's time and size to stderr.
     pub stats: bool,
 }
@@ -175,6 +178,9 @@ impl Jit {
                 Ok(()) => profilers.add(Box::new(map)),
                 Err(e) => eprintln!("toyvm: cannot write the perf map: {e}"),
             }
+        }
+        if options.gdb {
+            profilers.add(Box::new(perfsupport::GdbJit::new()));
         }
         let array = ArrayLayout::probe().ok_or("unsupported Vec layout")?;
         let isa = make_isa()?;

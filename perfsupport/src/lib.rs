@@ -15,6 +15,7 @@
 //! |---|---|---|
 //! | [`PerfMap`] | `/tmp/perf-<pid>.map` text lines | `perf report`, `perf script` |
 //! | [`JitDump`] | `jit-<pid>.dump` records with unwind info and lines | `perf inject --jit` |
+//! | [`GdbJit`] | in-memory ELF objects (symbols, DWARF lines, CFI) for the GDB JIT interface | gdb, lldb |
 //!
 //! [`sink`] walks through the whole life cycle (create the sinks, reserve
 //! room, register, fork, finish) with an example; [`unwind`] shows how to
@@ -35,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+pub mod gdb_jit;
 pub mod jitdump;
 pub mod perf_map;
 pub mod region;
@@ -47,6 +49,7 @@ mod safe_file;
 
 pub use gimli;
 
+pub use gdb_jit::GdbJit;
 pub use jitdump::JitDump;
 pub use perf_map::PerfMap;
 pub use region::{CodeRegion, LineEntry, UnwindInfo};

@@ -105,3 +105,20 @@ pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -
         })
         .collect()
 }
+
+/// True when `cmd ARGS...` runs and succeeds. When it does not, prints a
+/// loud SKIPPED line for `test` and returns false on a developer machine,
+/// but fails the test under `CI=true` (where `.ci/run` installs the tool).
+pub fn tool_or_skip(test: &str, cmd: &str, args: &[&str]) -> bool {
+    let works = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        eprintln!("{test}: SKIPPED: `{cmd}` is not usable here");
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!ci, "{test}: CI=true, so a missing `{cmd}` is a failure");
+    }
+    works
+}

@@ -1,0 +1,192 @@
+//! The object a debugger loads, read back with `object` and `gimli`; the
+//! descriptor list after publishing and finishing.
+
+use super::*;
+use crate::region::{LineEntry, RegionKind, UnwindInfo};
+use gimli::UnwindSection;
+use gimli::write::{CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
+use object::{Object, ObjectSection, ObjectSymbol, SectionKind};
+
+fn cie() -> CommonInformationEntry {
+    let mut cie = CommonInformationEntry::new(
+        gimli::Encoding {
+            format: gimli::Format::Dwarf32,
+            version: 1,
+            address_size: 8,
+        },
+        1,
+        -8,
+        gimli::X86_64::RA,
+    );
+    cie.add_instruction(CallFrameInstruction::Cfa(gimli::X86_64::RSP, 8));
+    cie.add_instruction(CallFrameInstruction::Offset(gimli::X86_64::RA, -8));
+    cie
+}
+
+fn fde(size: u32) -> FrameDescriptionEntry {
+    let mut fde = FrameDescriptionEntry::new(crate::unwind::REGION_START, size);
+    fde.add_instruction(1, CallFrameInstruction::CfaOffset(16));
+    fde
+}
+
+/// Line rows of `.debug_line` as (address, file name, line).
+fn line_rows(file: &object::File<'_>) -> Vec<(u64, String, u64)> {
+    let load = |id: gimli::SectionId| -> Result<std::borrow::Cow<'_, [u8]>, gimli::Error> {
+        Ok(file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or_default())
+    };
+    let owned = gimli::DwarfSections::load(load).unwrap();
+    let dwarf = owned.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
+    let mut rows_out = Vec::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next().unwrap() {
+        let unit = dwarf.unit(header).unwrap();
+        let program = unit.line_program.clone().unwrap();
+        let mut rows = program.rows();
+        while let Some((header, row)) = rows.next_row().unwrap() {
+            if row.end_sequence() {
+                continue;
+            }
+            let file = row.file(header).unwrap();
+            let name = dwarf.attr_string(&unit, file.path_name()).unwrap();
+            rows_out.push((
+                row.address(),
+                name.to_string_lossy().into_owned(),
+                row.line().unwrap().get(),
+            ));
+        }
+    }
+    rows_out
+}
+
+#[test]
+fn the_object_places_symbols_lines_and_cfi_at_the_live_code() {
+    let code_a = vec![0x90u8; 32];
+    let code_b = vec![0xc3u8; 16];
+    let lines_a = [
+        LineEntry {
+            offset: 0,
+            file: "fib.toy",
+            line: 2,
+            column: 1,
+        },
+        LineEntry {
+            offset: 8,
+            file: "fib.toy",
+            line: 3,
+            column: 5,
+        },
+    ];
+    let (cie, fde_a) = (cie(), fde(32));
+    let regions = [
+        CodeRegion::new(&code_a, "toy:jit:fib:fib.toy:2", RegionKind::JitCode)
+            .with_lines(&lines_a)
+            .with_unwind(UnwindInfo {
+                cie: &cie,
+                fde: &fde_a,
+            }),
+        CodeRegion::new(&code_b, "toy:interp:main", RegionKind::Trampoline),
+    ];
+    let sink = GdbJit::with_source_dir(Path::new("/src"));
+    let image = sink.build_object(&regions).unwrap();
+    let file = object::File::parse(&*image).unwrap();
+    assert_eq!(file.kind(), object::ObjectKind::Relocatable);
+
+    let texts: Vec<_> = file
+        .sections()
+        .filter(|s| s.name() == Ok(".text"))
+        .collect();
+    assert_eq!(texts.len(), 2);
+    assert_eq!(texts[0].address(), regions[0].start());
+    assert_eq!(texts[0].size(), 32);
+    assert_eq!(texts[0].kind(), SectionKind::UninitializedData);
+    assert_eq!(texts[1].address(), regions[1].start());
+    // No code bytes are copied.
+    assert!(image.len() < 4096, "{} bytes", image.len());
+
+    let symbols: Vec<_> = file
+        .symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text)
+        .map(|s| (s.name().unwrap().to_string(), s.section_index(), s.size()))
+        .collect();
+    assert_eq!(
+        symbols,
+        [
+            (
+                "toy:jit:fib:fib.toy:2".to_string(),
+                Some(texts[0].index()),
+                32
+            ),
+            ("toy:interp:main".to_string(), Some(texts[1].index()), 16),
+        ]
+    );
+
+    let start = regions[0].start();
+    assert_eq!(
+        line_rows(&file),
+        [
+            (start, "fib.toy".to_string(), 2),
+            (start + 8, "fib.toy".to_string(), 3)
+        ]
+    );
+
+    // The CFI: one FDE covering region 0 at its absolute address.
+    let eh_frame = file.section_by_name(".eh_frame").unwrap();
+    let data = eh_frame.data().unwrap();
+    let eh = gimli::EhFrame::new(data, gimli::LittleEndian);
+    let bases = gimli::BaseAddresses::default().set_eh_frame(eh_frame.address());
+    let mut entries = eh.entries(&bases);
+    let mut fdes = Vec::new();
+    while let Some(entry) = entries.next().unwrap() {
+        if let gimli::CieOrFde::Fde(partial) = entry {
+            let fde = partial.parse(gimli::EhFrame::cie_from_offset).unwrap();
+            fdes.push((fde.initial_address(), fde.len()));
+        }
+    }
+    assert_eq!(fdes, [(start, 32)]);
+}
+
+#[test]
+fn bad_batches_are_rejected_without_publishing() {
+    let sink = GdbJit::new();
+    let code = [0x90u8; 4];
+    let outside = [LineEntry {
+        offset: 9,
+        file: "a.toy",
+        line: 1,
+        column: 0,
+    }];
+    let region = CodeRegion::new(&code, "f", RegionKind::JitCode).with_lines(&outside);
+    let err = sink.register(&[region]).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(sink.published_objects(), 0);
+    // Odd names and files become valid ELF and DWARF strings.
+    let odd = [LineEntry {
+        offset: 0,
+        file: "",
+        line: 1,
+        column: 0,
+    }];
+    let region = CodeRegion::new(&code, "a\0b", RegionKind::JitCode).with_lines(&odd);
+    let image = sink.build_object(&[region]).unwrap();
+    let file = object::File::parse(&*image).unwrap();
+    assert!(file.symbols().any(|s| s.name() == Ok("a_b")));
+}
+
+#[test]
+fn publishing_links_one_entry_per_batch_and_finish_unlinks_them() {
+    let code = [0x90u8; 16];
+    let region = CodeRegion::new(&code, "toy:jit:f", RegionKind::JitCode);
+    let sink = GdbJit::new();
+    let before = descriptor::published_count();
+    sink.register(&[region, region]).unwrap();
+    sink.register(&[region]).unwrap();
+    assert_eq!(sink.published_objects(), 2);
+    assert_eq!(descriptor::published_count(), before + 2);
+    sink.finish().unwrap();
+    assert_eq!(sink.published_objects(), 0);
+    assert_eq!(descriptor::published_count(), before);
+    assert!(sink.register(&[region]).is_err());
+}

@@ -1,0 +1,239 @@
+//! toyvm's code under the real gdb, through the GDB JIT interface
+//! (`toyvm run --gdb`, `perfsupport::gdb_jit`).
+//!
+//! * a pending breakpoint on a compiled Toy function, by its documented
+//!   name (`jit/src/names.rs`), resolves when the code is registered and
+//!   stops there; `info line`, `list`, `up`/`down` and `finish` work at that
+//!   JIT frame;
+//! * gdb attached to a compiled hot loop prints a backtrace that names every
+//!   Toy function with `file:line`, through interpreted frames and
+//!   trampolines, down to `main`, with no `??` frame;
+//! * without `--gdb` the same backtrace has `??` frames (the control).
+//!
+//! Skipped loudly without gdb, except under `CI=true` (`.ci/run` installs it).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SCRIPT: &str = "tests/gdb/hot.toy";
+
+fn gdb_present() -> bool {
+    common::tool_or_skip("gdb", "gdb", &["--version"])
+}
+
+/// Runs gdb in batch mode with `commands` and returns everything it printed.
+fn gdb_batch(commands: &[&str], tail: &[&str]) -> String {
+    let mut cmd = Command::new("gdb");
+    cmd.args([
+        "-nx",
+        "-batch",
+        "-ex",
+        "set pagination off",
+        "-ex",
+        "set width 0",
+    ]);
+    for c in commands {
+        cmd.args(["-ex", c]);
+    }
+    cmd.args(tail)
+        .current_dir(common::repo_root())
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("run gdb");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A toyvm running `hot.toy` with a loop that never ends in practice, once
+/// it printed `ready` (its hot loop is compiled by then or soon after).
+struct Spinning(Child);
+
+impl Spinning {
+    fn start(flags: &[&str]) -> Spinning {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
+            .arg("run")
+            .args(flags)
+            .args([SCRIPT, "1000000000000"])
+            .current_dir(common::repo_root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn toyvm");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let first = lines.next().expect("a line").expect("read stdout");
+        assert!(first.starts_with("ready"), "{first}");
+        // The second call of spin enters compiled code at once or after
+        // 1000 turns (OSR): give it a moment.
+        std::thread::sleep(Duration::from_millis(300));
+        Spinning(child)
+    }
+
+    fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+}
+
+impl Drop for Spinning {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The `#N ...` frame lines of a backtrace.
+fn frames(output: &str) -> Vec<&str> {
+    output.lines().filter(|l| l.starts_with('#')).collect()
+}
+
+fn attached_backtrace(flags: &[&str]) -> String {
+    let spinning = Spinning::start(flags);
+    gdb_batch(&["bt"], &["-p", &spinning.pid()])
+}
+
+#[test]
+fn a_compiled_hot_loop_has_a_named_backtrace_down_to_main() {
+    if !gdb_present() {
+        return;
+    }
+    let started = Instant::now();
+    let output = attached_backtrace(&["--gdb"]);
+    let frames = frames(&output);
+    assert!(!frames.is_empty(), "no backtrace:\n{output}");
+    let text = frames.join("\n");
+    assert!(!text.contains("?? ("), "a frame gdb cannot name:\n{output}");
+    assert!(
+        frames.last().is_some_and(|f| f.contains(" main ")),
+        "the backtrace does not reach main:\n{output}"
+    );
+    // The innermost frame is compiled spin, at a line of its loop.
+    let spin_lines = ["hot.toy:6", "hot.toy:7", "hot.toy:8", "hot.toy:5"];
+    assert!(
+        frames[0].contains("toy:jit") && frames[0].contains(":spin:"),
+        "frame #0 is not compiled spin:\n{output}"
+    );
+    assert!(
+        spin_lines.iter().any(|l| frames[0].contains(l)),
+        "frame #0 has no line of spin:\n{output}"
+    );
+    // Every Toy function, with file:line: the interpreted ones through
+    // their trampolines.
+    for (function, line) in [("middle", 13), ("outer", 17), ("<main>", 1)] {
+        let name = format!("toy:interp:{function}:{SCRIPT}:");
+        let at = format!("at {SCRIPT}:{line}");
+        assert!(
+            frames.iter().any(|f| f.contains(&name) && f.contains(&at)),
+            "no frame `{name}` {at}:\n{output}"
+        );
+    }
+    eprintln!("gdb backtrace ({:?}):\n{text}", started.elapsed());
+}
+
+#[test]
+fn without_the_interface_gdb_cannot_name_jit_frames() {
+    if !gdb_present() {
+        return;
+    }
+    let output = attached_backtrace(&[]);
+    assert!(
+        frames(&output).iter().any(|f| f.contains("?? (")),
+        "expected unnamed JIT frames without --gdb:\n{output}"
+    );
+}
+
+/// Splits gdb output at `echo ==NAME==` markers: (NAME, what followed).
+fn sections(output: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = vec![(String::new(), String::new())];
+    for line in output.lines() {
+        if let Some(name) = line.strip_prefix("==").and_then(|l| l.strip_suffix("==")) {
+            out.push((name.to_string(), String::new()));
+        } else if let Some(last) = out.last_mut() {
+            last.1.push_str(line);
+            last.1.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn a_pending_breakpoint_on_a_toy_function_stops_there() {
+    if !gdb_present() {
+        return;
+    }
+    // The documented name of compiled spin (jit/src/names.rs).
+    let spin = format!("toy:jit:spin:{SCRIPT}:5");
+    let steps = [
+        ("break", "break -function ".to_string() + &spin),
+        ("run", "run".into()),
+        ("info line", "info line".into()),
+        ("list", "list".into()),
+        ("up", "up".into()),
+        ("down", "down".into()),
+        ("finish", "finish".into()),
+        ("after finish", "bt 1".into()),
+    ];
+    let mut commands = vec!["set breakpoint pending on".to_string()];
+    for (name, command) in &steps {
+        commands.push(format!("echo =={name}==\\n"));
+        commands.push(command.clone());
+    }
+    commands.push("kill".into());
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let output = gdb_batch(
+        &commands,
+        &[
+            "--args",
+            env!("CARGO_BIN_EXE_toyvm"),
+            "run",
+            "--gdb",
+            SCRIPT,
+            "100",
+        ],
+    );
+    let sections = sections(&output);
+    let section = |name: &str| -> &str {
+        sections
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, text)| text.as_str())
+            .unwrap_or_else(|| panic!("no `{name}` step in:\n{output}"))
+    };
+    // The code did not exist yet: the breakpoint was pending, then hit.
+    assert!(
+        section("break").contains(&format!("Breakpoint 1 (-function {spin}) pending.")),
+        "{output}"
+    );
+    assert!(
+        section("run").contains(&format!("Breakpoint 1, {spin} () at {SCRIPT}:")),
+        "did not stop in {spin}:\n{output}"
+    );
+    // `info line` and `list` show the Toy source of the JIT frame.
+    assert!(
+        section("info line").contains(&format!(" of \"{SCRIPT}\" starts at address")),
+        "info line:\n{output}"
+    );
+    assert!(
+        section("list").contains("for i in 0..n {"),
+        "list:\n{output}"
+    );
+    // `up` reaches the caller (spin's entry shim), `down` comes back.
+    let shim = format!("toy:jit-entry:spin:{SCRIPT}:5");
+    assert!(
+        section("up").starts_with("#1  0x") && section("up").contains(&shim),
+        "up:\n{output}"
+    );
+    assert!(
+        section("down").starts_with(&format!("#0  {spin} () at {SCRIPT}:")),
+        "down:\n{output}"
+    );
+    // `finish` runs spin to its return: the shim is now the innermost frame.
+    assert!(
+        section("after finish").starts_with("#0  0x") && section("after finish").contains(&shim),
+        "finish:\n{output}"
+    );
+}

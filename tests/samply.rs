@@ -1,0 +1,155 @@
+//! The Firefox Profiler path: `samply import` of a `--perf-jitdump`
+//! recording names the hot loop's Toy frames.
+//!
+//! perf records `tests/perf/nested.toy` (`<main> -> outer -> middle ->
+//! inner_hot`, nearly all time in compiled `inner_hot`) with frame-pointer
+//! call graphs; `samply import --save-only` turns the raw `perf.data` into a
+//! Firefox Profiler profile, finding `jit-PID.dump` through the marker
+//! mapping perf saw. The test walks the saved profile's **sample stacks**
+//! (sample -> stack -> frame -> func -> name), not just its string table:
+//! most samples must have `toy:jit:inner_hot` as their leaf, and some of
+//! those must have `middle` and `outer` below it.
+//!
+//! Skipped loudly without perf or samply, except under `CI=true` (`.ci/run`
+//! installs samply with `cargo install --locked samply`).
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SCRIPT: &str = "tests/perf/nested.toy";
+
+struct Work(PathBuf);
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every sample's stack as function names, leaf first.
+fn sample_stacks(profile: &Value) -> Vec<Vec<String>> {
+    let shared = profile["shared"]["stringArray"].as_array();
+    let mut stacks = Vec::new();
+    for thread in profile["threads"].as_array().expect("threads") {
+        // Newer profiles share one string table; older ones have one per thread.
+        let strings = thread["stringArray"]
+            .as_array()
+            .or(shared)
+            .expect("a string table");
+        let prefix = thread["stackTable"]["prefix"].as_array().expect("prefix");
+        let frame = thread["stackTable"]["frame"].as_array().expect("frame");
+        let func = thread["frameTable"]["func"].as_array().expect("func");
+        let name = thread["funcTable"]["name"].as_array().expect("name");
+        for sample in thread["samples"]["stack"].as_array().expect("samples") {
+            let mut names = Vec::new();
+            let mut stack = sample.as_u64();
+            while let Some(s) = stack {
+                let s = s as usize;
+                let f = frame[s].as_u64().expect("frame index") as usize;
+                let fun = func[f].as_u64().expect("func index") as usize;
+                let n = name[fun].as_u64().expect("name index") as usize;
+                names.push(strings[n].as_str().unwrap_or("").to_string());
+                stack = prefix[s].as_u64();
+            }
+            stacks.push(names);
+        }
+    }
+    stacks
+}
+
+fn run(program: &str, args: &[&str], dir: &Path) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("PERF_CONFIG", dir.join("perfconfig"))
+        .env("DEBUGINFOD_URLS", "")
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn samply_import_names_the_hot_loop_frames() {
+    if !common::tool_or_skip("samply", "perf", &["--version"])
+        || !common::tool_or_skip("samply", "samply", &["--version"])
+    {
+        return;
+    }
+    let work = Work(std::env::temp_dir().join(format!("toyvm-samply-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&work.0);
+    std::fs::create_dir_all(work.0.join("buildid")).expect("work dir");
+    std::fs::write(
+        work.0.join("perfconfig"),
+        format!("[buildid]\n\tdir = {}\n", work.0.join("buildid").display()),
+    )
+    .expect("perfconfig");
+    let dir = work.0.to_str().expect("utf-8 temp dir");
+    let script = common::repo_root().join(SCRIPT);
+    run(
+        "perf",
+        &[
+            "record",
+            "-q",
+            "-k",
+            "1",
+            "-e",
+            "cpu-clock",
+            "-g",
+            "-o",
+            "perf.data",
+            "--",
+            env!("CARGO_BIN_EXE_toyvm"),
+            "run",
+            "--perf-jitdump",
+            "--perf-dir",
+            dir,
+            script.to_str().expect("utf-8 path"),
+            "20",
+            "4000000",
+        ],
+        &work.0,
+    );
+    run(
+        "samply",
+        &["import", "--save-only", "-o", "profile.json", "perf.data"],
+        &work.0,
+    );
+    let text = std::fs::read_to_string(work.0.join("profile.json")).expect("profile.json");
+    let profile: Value = serde_json::from_str(&text).expect("profile JSON");
+    let stacks = sample_stacks(&profile);
+    let leaf_hot: Vec<&Vec<String>> = stacks
+        .iter()
+        .filter(|s| {
+            s.first()
+                .is_some_and(|f| f.starts_with("toy:jit:inner_hot:"))
+        })
+        .collect();
+    assert!(
+        leaf_hot.len() * 2 > stacks.len(),
+        "{} of {} samples in toy:jit:inner_hot; first stacks: {:#?}",
+        leaf_hot.len(),
+        stacks.len(),
+        &stacks[..stacks.len().min(5)]
+    );
+    let chained = leaf_hot
+        .iter()
+        .filter(|s| {
+            let has = |f: &str| s.iter().any(|n| n.contains(&format!(":{f}:")));
+            has("middle") && has("outer")
+        })
+        .count();
+    assert!(
+        chained * 2 > leaf_hot.len(),
+        "only {chained} of {} inner_hot samples reach middle and outer: {:#?}",
+        leaf_hot.len(),
+        &leaf_hot[..leaf_hot.len().min(3)]
+    );
+}
