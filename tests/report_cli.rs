@@ -286,7 +286,11 @@ fn flamegraph_files_are_created_safely() {
         "umask 000; $TOYVM report --flamegraph {} {nested} > /dev/null",
         svg.display()
     ));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&svg).expect("svg").permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
@@ -339,9 +343,17 @@ fn profiles_written_by_cpython_vmprof_are_shown() {
         .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
         let tree = report(&[], &prof);
         assert_eq!(tree.status, Some(0), "{flags:?}: {}", tree.stderr);
-        assert!(tree.stdout.starts_with("cpython profile"), "{}", tree.stdout);
+        assert!(
+            tree.stdout.starts_with("cpython profile"),
+            "{}",
+            tree.stdout
+        );
         for row in ["outer", "inner", "busy.py:1", "busy.py:7"] {
-            assert!(tree.stdout.contains(row), "{flags:?} lacks {row}: {}", tree.stdout);
+            assert!(
+                tree.stdout.contains(row),
+                "{flags:?} lacks {row}: {}",
+                tree.stdout
+            );
         }
         let folded = report(&["--folded"], &prof);
         assert_eq!(folded.status, Some(0), "{}", folded.stderr);

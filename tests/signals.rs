@@ -59,7 +59,10 @@ fn a_stop_signal_keeps_printed_output_and_completes_the_profile() {
             // the five prints (before it) happened.
             let start = Instant::now();
             while std::fs::metadata(&prof).map_or(0, |m| m.len()) < 2048 {
-                assert!(start.elapsed() < Duration::from_secs(60), "{what}: no samples");
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "{what}: no samples"
+                );
                 std::thread::sleep(Duration::from_millis(10));
             }
             // SAFETY: kill only sends a signal to our child.
@@ -88,7 +91,7 @@ fn report_salvages_a_profile_without_trailer_with_a_warning() {
     let prof = dir.join("killed.prof");
     let _ = std::fs::remove_file(&prof);
     let mut child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
-        .args(["run", "--vmprof"])
+        .args(["run", "--no-jit", "--vmprof"])
         .arg(&prof)
         .arg(&script)
         .stdout(Stdio::null())
