@@ -44,7 +44,7 @@ fn a_stop_signal_keeps_printed_output_and_completes_the_profile() {
             let prof = dir.join(format!("p-{signal}.prof"));
             let _ = std::fs::remove_file(&prof);
             let out = std::fs::File::create(&out_path).expect("stdout file");
-            let mut child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
+            let child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
                 .arg("run")
                 .args(tier)
                 .arg("--vmprof")
