@@ -125,9 +125,9 @@ struct RunArgs {
     script: PathBuf,
 
     /// Arguments for the script, returned by `args()`. toyvm's own options
-    /// go before SCRIPT: one of them after it is refused, unless `--`
-    /// follows SCRIPT (`toyvm run s.toy -- --no-jit` passes `--no-jit` to
-    /// the script).
+    /// go before SCRIPT; one of them among the script's arguments is
+    /// refused, unless `--` follows SCRIPT (`toyvm run s.toy -- x --no-jit`
+    /// passes `x` and `--no-jit` to the script).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
 }
@@ -183,12 +183,14 @@ fn print_stdout(text: &str) -> Result<u8, ()> {
     }
 }
 
-/// The script's arguments: everything after SCRIPT, without a `--` right
-/// after it. Refuses (with a hint) an argument spelled like one of `run`'s
-/// own options, which the user most likely meant for toyvm.
-fn script_args(mut args: Vec<String>) -> Result<Vec<String>, String> {
-    if args.first().is_some_and(|a| a == "--") {
-        args.remove(0);
+/// The script's arguments. clap gives toyvm the options between SCRIPT and
+/// the first script argument, and the script everything from there on, so
+/// `toyvm run s.toy x --no-jit` would silently pass `--no-jit` to the
+/// script. Such an argument, spelled like one of `run`'s own options, is
+/// refused with a hint, unless the command line has a `--` (then the user
+/// said where toyvm's options end).
+fn script_args(args: Vec<String>) -> Result<Vec<String>, String> {
+    if std::env::args_os().any(|arg| arg == "--") {
         return Ok(args);
     }
     let run = RunArgs::augment_args(clap::Command::new("run"));
@@ -203,7 +205,7 @@ fn script_args(mut args: Vec<String>) -> Result<Vec<String>, String> {
     };
     match args.iter().find(|a| ours(a)) {
         Some(flag) => Err(format!(
-            "'{flag}' comes after the script, so it would go to the script, not to toyvm; \
+            "'{flag}' comes after the script's arguments, so it would go to the script, not to toyvm; \
              put toyvm's options before SCRIPT, or write `--` after SCRIPT to pass it to the script"
         )),
         None => Ok(args),

@@ -270,3 +270,203 @@ fn a_closed_stdout_does_not_panic() {
         output.status
     );
 }
+
+/// Runs `sh -c SCRIPT` with `$TOYVM` set to the binary; (status, stdout,
+/// stderr).
+fn shell(script: &str) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
+        .current_dir(common::repo_root())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run sh");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A script with enough functions that its disassembly fills a pipe.
+fn many_functions() -> PathBuf {
+    let mut source = String::new();
+    for i in 0..600 {
+        source.push_str(&format!(
+            "fn f{i}(x: int) -> int {{ return x * {i} + 1; }}\n"
+        ));
+    }
+    source.push_str("print(f1(2));\n");
+    temp_script("many_functions.toy", source.as_bytes())
+}
+
+#[test]
+fn disasm_into_a_closed_pipe_ends_quietly() {
+    let script = many_functions();
+    for jit in [&[][..], &["--jit"]] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toyvm"))
+            .arg("disasm")
+            .args(jit)
+            .arg(&script)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // `| head -1`: read one line, then close the pipe.
+        let mut first = [0u8; 1];
+        std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).expect("output");
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{jit:?}: {stderr}");
+        assert!(stderr.is_empty(), "{jit:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_full_disk_or_a_closed_stderr_is_a_clean_failure_never_a_panic() {
+    let script = many_functions();
+    let bad = temp_script("bad.toy", b"let x = 1 + true;\n");
+    let (s, b) = (script.display(), bad.display());
+    for (command, status, needle) in [
+        // stdout full
+        (format!("$TOYVM disasm {s} > /dev/full"), 1, "No space left"),
+        (
+            format!("$TOYVM disasm --jit {s} > /dev/full"),
+            1,
+            "No space left",
+        ),
+        // stderr full or closed: the status says it all
+        (format!("$TOYVM check {b} 2>/dev/full"), 1, ""),
+        (format!("$TOYVM check {b} 2>&-"), 1, ""),
+        (format!("$TOYVM run {b} 2>/dev/full"), 1, ""),
+        (format!("$TOYVM check /no/such/file.toy 2>/dev/full"), 1, ""),
+        (format!("$TOYVM check /no/such/file.toy 2>&-"), 1, ""),
+        (
+            format!("$TOYVM report /no/such/file.prof 2>/dev/full"),
+            1,
+            "",
+        ),
+        (format!("$TOYVM report /no/such/file.prof 2>&-"), 1, ""),
+        (format!("$TOYVM check {s} 2>/dev/full"), 0, ""),
+    ] {
+        let (code, _, stderr) = shell(&command);
+        assert_eq!(code, Some(status), "{command}: {stderr}");
+        assert!(stderr.contains(needle), "{command}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+    }
+}
+
+#[test]
+fn toyvm_flags_after_the_script_are_refused_unless_after_dashes() {
+    let script = temp_script("args2.toy", b"print(args());\n");
+    let path = script.to_str().unwrap();
+    let run = toyvm(&["run", path, "x", "--no-jit"]);
+    assert_clean_error(&run, "'--no-jit' comes after the script's arguments");
+    assert!(run.stderr.contains("`--`"), "{}", run.stderr);
+    let run = toyvm(&["run", path, "x", "--vmprof=a.prof"]);
+    assert_clean_error(&run, "'--vmprof=a.prof' comes after the script's arguments");
+    let run = toyvm(&["run", path, "--", "x", "--no-jit"]);
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, "[\"x\", \"--no-jit\"]\n");
+    let help = toyvm(&["run", "--help"]);
+    assert!(
+        help.stdout.contains("toyvm run s.toy -- x --no-jit"),
+        "{}",
+        help.stdout
+    );
+}
+
+#[test]
+fn max_depth_zero_is_refused_with_the_valid_range() {
+    let script = temp_script("depth0.toy", b"print(1);\n");
+    let run = toyvm(&["run", "--max-depth", "0", script.to_str().unwrap()]);
+    assert_eq!(run.status, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("--max-depth"), "{}", run.stderr);
+    assert!(run.stderr.contains("1.."), "{}", run.stderr);
+    assert!(!run.stderr.contains("limit of"), "{}", run.stderr);
+}
+
+#[test]
+fn an_empty_jitdumpdir_is_not_the_current_directory() {
+    let script = temp_script(
+        "jitdumpdir.toy",
+        b"fn f() -> int { return 1; }\nprint(f());\n",
+    );
+    let cwd = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-empty-jitdumpdir");
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let run = common::toyvm_in(
+        &cwd,
+        &["run", "--perf-jitdump", script.to_str().unwrap()],
+        &[("JITDUMPDIR", "")],
+    );
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().flatten().collect();
+    assert!(left.is_empty(), "files in the current directory: {left:?}");
+    // `--perf-dir ''` is refused.
+    let run = toyvm(&[
+        "run",
+        "--perf-jitdump",
+        "--perf-dir",
+        "",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("the path is empty"), "{}", run.stderr);
+    // The jitdump went to /tmp: clean it up.
+    for entry in std::fs::read_dir("/tmp").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("jit-") && name.ends_with(".dump") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+#[test]
+fn warnings_have_one_prefix() {
+    let script = temp_script("warn.toy", b"print(1);\n");
+    let run = toyvm(&[
+        "run",
+        "--vmprof",
+        "/no/such/dir/p.prof",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    assert!(!run.stderr.is_empty());
+    for line in run.stderr.lines() {
+        assert!(line.starts_with("toyvm: warning: "), "{line}");
+    }
+}
+
+#[test]
+fn a_compile_error_on_a_10_mb_line_prints_a_bounded_excerpt() {
+    let mut source = String::from("let x = ");
+    source.push_str(&" ".repeat(10 << 20));
+    source.push_str("1 + true;\n");
+    let script = temp_script("long_line.toy", source.as_bytes());
+    let run = toyvm(&["check", script.to_str().unwrap()]);
+    assert_clean_error(&run, "mismatched types");
+    assert!(
+        run.stderr.len() < 2000,
+        "{} bytes of stderr",
+        run.stderr.len()
+    );
+    assert!(run.stderr.contains("1 + true;"), "{}", run.stderr);
+}
+
+#[test]
+fn profile_stops_before_recording_a_script_that_does_not_compile() {
+    let bad = temp_script("bad_profile.toy", b"let x = 1 + true;\n");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-profile-bad");
+    let _ = std::fs::remove_dir_all(&out);
+    let run = toyvm(&[
+        "profile",
+        "--out",
+        out.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
+    assert_clean_error(&run, "mismatched types");
+    assert!(!run.stderr.contains("wrote"), "{}", run.stderr);
+    assert!(!out.exists(), "nothing is recorded");
+}

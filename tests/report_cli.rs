@@ -1,7 +1,11 @@
-//! `toyvm report`: the terminal report, collapsed stacks, flame graphs, and
-//! clean rejection of files toyvm did not write.
+//! `toyvm report`: the terminal report, collapsed stacks, flame graphs, of
+//! profiles from toyvm and from other VMs (CPython's PyPI `vmprof`
+//! included: skipped loudly without python3 and PyPI, a failure under
+//! `CI=true`), and clean rejection of files that are not vmprof profiles.
 
 mod common;
+#[path = "../perfsupport/tests/vmprof_support/venv.rs"]
+mod venv;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -181,15 +185,23 @@ fn foreign_and_damaged_files_are_rejected_cleanly() {
         "shorter than the 40-byte static header",
     );
     assert_rejected(&write("script.prof", b"print(1);\n"), "wrong magic");
-    // Cut inside a record, and cut at a record boundary (no trailer).
-    assert_rejected(
-        &write("cut.prof", &bytes[..bytes.len() / 2 + 3]),
-        "truncated",
-    );
-    assert_rejected(
-        &write("no-trailer.prof", &bytes[..bytes.len() - 25]),
-        "truncated",
-    );
+    // Cut inside a record, and cut at a record boundary (no trailer):
+    // the samples before the cut, with a warning.
+    for (name, len) in [
+        ("cut.prof", bytes.len() / 2 + 3),
+        ("no-trailer.prof", bytes.len() - 25),
+    ] {
+        let run = report(&[], &write(name, &bytes[..len]));
+        assert_eq!(run.status, Some(0), "{name}: {}", run.stderr);
+        assert!(
+            run.stderr.starts_with("toyvm: warning: ") && run.stderr.contains("no trailer"),
+            "{name}: {}",
+            run.stderr
+        );
+        assert!(run.stdout.contains("inner_hot"), "{name}: {}", run.stdout);
+    }
+    // Cut inside the HEADER: nothing to salvage.
+    assert_rejected(&write("cut-header.prof", &bytes[..45]), "truncated");
     // The version is the big-endian 16-bit word after the HEADER marker.
     let mut newer = bytes.clone();
     assert_eq!(
@@ -206,12 +218,148 @@ fn foreign_and_damaged_files_are_rejected_cleanly() {
     }
 }
 
+/// A profile of another VM, as its own writer would produce it: another
+/// interpreter name, another code class, a name that is not
+/// `class:function:line:file`, and an id the file never names.
+fn foreign_profile() -> PathBuf {
+    use perfsupport::vmprof::format::{Encoder, Timeval};
+    let mut enc = Encoder::new();
+    enc.header(1000, "minijit");
+    enc.start_time(Timeval { sec: 1, usec: 0 });
+    enc.meta("script", "demo.py");
+    enc.code_name(2, "py:<module>:1:demo.py");
+    enc.code_name(4, "py:hot:12:C:/src/demo.py");
+    enc.code_name(6, "native_helper");
+    for _ in 0..3 {
+        enc.sample(&[2, 4], 7);
+    }
+    enc.sample(&[2, 4, 6], 7);
+    enc.sample(&[2, 0x1230], 7);
+    enc.trailer(Timeval { sec: 2, usec: 0 });
+    let path = temp_dir().join("minijit.prof");
+    std::fs::write(&path, enc.bytes()).expect("write");
+    path
+}
+
 #[test]
-fn profiles_from_other_vms_are_not_toyvm_profiles() {
-    use perfsupport::vmprof::{EnableOptions, disable, enable_path};
-    let path = temp_dir().join("cpython.prof");
-    let _ = std::fs::remove_file(&path);
-    enable_path(&path, &EnableOptions::new("cpython")).expect("enable");
-    disable().expect("disable");
-    assert_rejected(&path, "not a toyvm profile (it was written by 'cpython')");
+fn profiles_from_other_vms_are_shown_in_every_form() {
+    let path = foreign_profile();
+    let tree = report(&[], &path);
+    assert_eq!(tree.status, Some(0), "{}", tree.stderr);
+    assert!(tree.stderr.is_empty(), "{}", tree.stderr);
+    let out = &tree.stdout;
+    assert!(
+        out.starts_with("minijit profile of demo.py: 5 samples"),
+        "{out}"
+    );
+    for row in ["hot", "demo.py:12", "native_helper", "0x1230", "<module>"] {
+        assert!(out.contains(row), "lacks {row}: {out}");
+    }
+    let folded = report(&["--folded"], &path);
+    assert_eq!(folded.status, Some(0), "{}", folded.stderr);
+    assert_eq!(
+        folded.stdout,
+        "<module>;0x1230 1\n<module>;hot 3\n<module>;hot;native_helper 1\n"
+    );
+    let svg = temp_dir().join("minijit.svg");
+    let drawn = report(&["--flamegraph", svg.to_str().expect("utf-8")], &path);
+    assert_eq!(drawn.status, Some(0), "{}", drawn.stderr);
+    let text = std::fs::read_to_string(&svg).expect("svg");
+    assert!(text.contains("native_helper"), "svg lacks the native frame");
+}
+
+#[test]
+fn flamegraph_files_are_created_safely() {
+    let dir = temp_dir();
+    let svg = dir.join("safe.svg");
+    let _ = std::fs::remove_file(&svg);
+    let nested = nested_profile().to_str().expect("utf-8").to_owned();
+    let sh = |command: String| {
+        std::process::Command::new("sh")
+            .args(["-c", &command])
+            .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
+            .output()
+            .expect("sh")
+    };
+    // umask 000 must not make the SVG writable by others.
+    let out = sh(format!(
+        "umask 000; $TOYVM report --flamegraph {} {nested} > /dev/null",
+        svg.display()
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&svg).expect("svg").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+    // A symlink planted at the output path is refused, its target untouched.
+    let target = dir.join("victim.txt");
+    std::fs::write(&target, "keep me").expect("victim");
+    let link = dir.join("link.svg");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let out = sh(format!(
+        "$TOYVM report --flamegraph {} {nested} > /dev/null",
+        link.display()
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("symbolic link"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&target).expect("victim"), "keep me");
+}
+
+#[test]
+fn profiles_written_by_cpython_vmprof_are_shown() {
+    let venv = match venv::vmprof_venv("0.6.0") {
+        Ok(venv) => venv,
+        Err(why) => return venv::skip_or_fail(&why),
+    };
+    let dir = temp_dir();
+    let program = dir.join("busy.py");
+    std::fs::write(
+        &program,
+        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\
+         def outer():\n    t = 0\n    for _ in range(300):\n        t += inner(20000)\n    return t\n\n\
+         print(outer())\n",
+    )
+    .expect("program");
+    for flags in [&["--no-native"][..], &["--lines"], &[]] {
+        let prof = dir.join("cpython.prof");
+        let _ = std::fs::remove_file(&prof);
+        venv::run(
+            std::process::Command::new(venv.join("bin/python"))
+                .args(["-m", "vmprof"])
+                .args(flags)
+                .arg("-o")
+                .arg(&prof)
+                .arg(&program),
+            "python -m vmprof",
+        )
+        .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        let tree = report(&[], &prof);
+        assert_eq!(tree.status, Some(0), "{flags:?}: {}", tree.stderr);
+        assert!(
+            tree.stdout.starts_with("cpython profile"),
+            "{}",
+            tree.stdout
+        );
+        for row in ["outer", "inner", "busy.py:1", "busy.py:7"] {
+            assert!(
+                tree.stdout.contains(row),
+                "{flags:?} lacks {row}: {}",
+                tree.stdout
+            );
+        }
+        let folded = report(&["--folded"], &prof);
+        assert_eq!(folded.status, Some(0), "{}", folded.stderr);
+        assert!(folded.stdout.contains(";outer;inner "), "{}", folded.stdout);
+        let svg = dir.join("cpython.svg");
+        let drawn = report(&["--flamegraph", svg.to_str().expect("utf-8")], &prof);
+        assert_eq!(drawn.status, Some(0), "{}", drawn.stderr);
+    }
 }

@@ -183,7 +183,7 @@ fn an_uncreatable_profile_is_one_warning_and_the_script_still_runs() {
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     assert!(
         run.stderr
-            .starts_with("warning: cannot write the profile '")
+            .starts_with("toyvm: warning: cannot write the profile '")
             && run.stderr.contains("x.prof")
             && run.stderr.contains("running without --vmprof"),
         "{}",

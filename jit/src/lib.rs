@@ -169,14 +169,17 @@ impl Jit {
                     profilers.add(Box::new(dump.without_unwinding_records()))
                 }
                 Ok(dump) => profilers.add(Box::new(dump)),
-                Err(e) => eprintln!("toyvm: cannot write the jitdump in {}: {e}", dir.display()),
+                Err(e) => eprintln!(
+                    "toyvm: warning: cannot write the jitdump in {}: {e}",
+                    dir.display()
+                ),
             }
         }
         if options.perf_map {
             let map = PerfMap::new();
             match map.open() {
                 Ok(()) => profilers.add(Box::new(map)),
-                Err(e) => eprintln!("toyvm: cannot write the perf map: {e}"),
+                Err(e) => eprintln!("toyvm: warning: cannot write the perf map: {e}"),
             }
         }
         if options.gdb {
@@ -595,7 +598,7 @@ impl Jit {
         }
         let started = Instant::now();
         if let Err(e) = self.finish_batch(vm) {
-            eprintln!("toyvm: JIT: {e}");
+            eprintln!("toyvm: warning: JIT: {e}");
         }
         let finish = started.elapsed();
         for &(f, _, _) in &done {
@@ -640,7 +643,7 @@ impl Jit {
     fn give_up(&mut self, vm: &Vm<'_>, func: u32, error: &str) {
         self.failed[func as usize] = true;
         eprintln!(
-            "toyvm: JIT: cannot compile {}: {error}",
+            "toyvm: warning: JIT: cannot compile {}: {error}",
             vm.module.functions[func as usize].name
         );
     }
@@ -664,7 +667,7 @@ impl Jit {
             })
             .and_then(|()| self.finish_batch(vm));
         if let Err(e) = defined {
-            eprintln!("toyvm: JIT: cannot compile {name}: {e}");
+            eprintln!("toyvm: warning: JIT: cannot compile {name}: {e}");
             self.pending.clear();
             self.osr.insert((func, pc), None);
         }
@@ -792,11 +795,11 @@ impl TierUp for Jit {
                 if self.natives[f as usize].is_none()
                     && let Err(e) = self.define_trampoline(vm, f)
                 {
-                    eprintln!("toyvm: JIT: trampoline: {e}");
+                    eprintln!("toyvm: warning: JIT: trampoline: {e}");
                 }
             }
             if let Err(e) = self.finish_batch(vm) {
-                eprintln!("toyvm: JIT: {e}");
+                eprintln!("toyvm: warning: JIT: {e}");
             }
         }
     }
@@ -855,7 +858,7 @@ impl TierUp for Jit {
 impl Drop for Jit {
     fn drop(&mut self) {
         for failure in self.profilers.finish() {
-            eprintln!("perfsupport: {failure}");
+            eprintln!("toyvm: warning: {failure}");
         }
     }
 }
@@ -881,7 +884,7 @@ pub fn tier_up(options: JitOptions) -> Box<dyn TierUp> {
     match Jit::new(options) {
         Ok(jit) => Box::new(jit),
         Err(e) => {
-            eprintln!("toyvm: JIT disabled: {e}");
+            eprintln!("toyvm: warning: JIT disabled: {e}");
             Box::new(Disabled)
         }
     }

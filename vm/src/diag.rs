@@ -38,6 +38,10 @@ impl Diagnostic {
 /// How many columns a tab occupies in the rendered source line.
 const TAB_WIDTH: usize = 4;
 
+/// A longer source line is shown as this many characters around the
+/// column, with `…` where it is cut (a 10 MB line must not print 10 MB).
+const MAX_SHOWN_CHARS: usize = 160;
+
 /// Formats `d` for the user: `PATH:LINE:COL: error: MESSAGE`, the source
 /// line and a caret under the reported column, each line ending in `\n`.
 ///
@@ -53,7 +57,15 @@ pub fn render(path: &str, source: &str, d: &Diagnostic) -> String {
     let mut shown = String::new();
     let mut caret_offset = None;
     let target = usize::try_from(col.max(1) - 1).unwrap_or(usize::MAX);
-    for (index, c) in text.chars().enumerate() {
+    let length = text.chars().count();
+    let first = target
+        .min(length)
+        .saturating_sub(MAX_SHOWN_CHARS / 2)
+        .min(length.saturating_sub(MAX_SHOWN_CHARS));
+    if first > 0 {
+        shown.push('…');
+    }
+    for (index, c) in text.chars().enumerate().skip(first).take(MAX_SHOWN_CHARS) {
         if index == target {
             caret_offset = Some(shown.len());
         }
@@ -63,12 +75,16 @@ pub fn render(path: &str, source: &str, d: &Diagnostic) -> String {
             c => shown.push(c),
         }
     }
+    let cut_end = first + MAX_SHOWN_CHARS < length;
     // Columns past the end of the line point just after it. `shown.len()`
     // is in bytes, so count characters for the caret's indentation.
     let caret_chars = match caret_offset {
         Some(offset) => shown[..offset].chars().count(),
         None => shown.chars().count(),
     };
+    if cut_end {
+        shown.push('…');
+    }
     out.push_str(&format!("{number:>gutter$} | {shown}\n"));
     out.push_str(&format!("{:gutter$} | {}^\n", "", " ".repeat(caret_chars)));
     out
@@ -124,6 +140,23 @@ mod tests {
              \x20  3 | let x = 1 + true;\n\
              \x20    |             ^\n"
         );
+    }
+
+    #[test]
+    fn a_huge_line_is_shown_as_a_bounded_excerpt_around_the_column() {
+        let source = format!("let x = {}+ true;\n", "1 + ".repeat(2_500_000));
+        let col = source.find("true").unwrap() as u32 + 1;
+        let text = render("big.toy", &source, &at(1, col, "mismatched types"));
+        assert!(text.len() < 1000, "{} bytes", text.len());
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].contains("…") && lines[1].contains("+ true;"));
+        let caret = lines[2].chars().position(|c| c == '^').unwrap();
+        let t = lines[1].chars().collect::<Vec<_>>();
+        assert_eq!(t[caret..caret + 4].iter().collect::<String>(), "true");
+        // The start of a long line: cut at the end only.
+        let text = render("big.toy", &source, &at(1, 5, "m"));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].starts_with("   1 | let x") && lines[1].ends_with('…'));
     }
 
     #[test]

@@ -321,7 +321,7 @@ unsafe fn start_profile(
             };
             let _ = writeln!(
                 stderr,
-                "warning: cannot write the profile '{}': {why}; running without --vmprof",
+                "toyvm: warning: cannot write the profile '{}': {why}; running without --vmprof",
                 options.path.display()
             );
             None
@@ -334,7 +334,7 @@ fn finish_profile(session: Session, options: &VmprofOptions, stderr: &mut (dyn W
     if let Err(error) = session.finish() {
         let _ = writeln!(
             stderr,
-            "warning: the profile '{}' is incomplete: {error}",
+            "toyvm: warning: the profile '{}' is incomplete: {error}",
             options.path.display()
         );
     }
