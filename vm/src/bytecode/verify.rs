@@ -56,14 +56,19 @@ struct Checker<'m> {
 /// Whether a value of type `t` may be an operand of class `class`.
 fn fits(t: &Type, class: RegClass) -> bool {
     match class {
-        RegClass::Int => *t == Type::Int,
-        RegClass::Float => *t == Type::Float,
-        RegClass::Bool => *t == Type::Bool,
+        // Scalars share one representation (64 bits, any pattern valid),
+        // and the compiler reuses scalar temporaries across scalar types:
+        // only references must match exactly to keep runs sound.
+        RegClass::Int | RegClass::Float | RegClass::Bool | RegClass::IntOrBool => is_scalar(t),
         RegClass::Str => *t == Type::Str,
-        RegClass::IntOrBool => matches!(t, Type::Int | Type::Bool),
         RegClass::Array => matches!(t, Type::Array(_)),
         RegClass::Any => *t != Type::Void,
     }
+}
+
+/// An `int`, `float` or `bool`.
+fn is_scalar(t: &Type) -> bool {
+    !t.is_ref() && *t != Type::Void
 }
 
 /// How many arrays deep `t` is (`[[int]]`: 2).
@@ -181,7 +186,7 @@ impl Checker<'_> {
     /// unknown call-area slot).
     fn expect(&self, area: &CallArea, r: Reg, t: &Type) -> Result<(), String> {
         match self.get(area, r) {
-            Some(have) if have == *t => Ok(()),
+            Some(have) if have == *t || (is_scalar(&have) && is_scalar(t)) => Ok(()),
             None if !t.is_ref() => Ok(()),
             have => Err(mismatch(r, t, have)),
         }
@@ -192,7 +197,7 @@ impl Checker<'_> {
         let r = r as usize;
         match self.f.reg_types.get(r) {
             Some(have) => match t {
-                Some(t) if t == *have => Ok(()),
+                Some(t) if t == *have || (is_scalar(&t) && is_scalar(have)) => Ok(()),
                 None if !have.is_ref() => Ok(()),
                 t => Err(format!(
                     "r{r} is {have} but receives {}",
