@@ -60,7 +60,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
 use vm::ast::Type;
-use vm::bytecode::{Const, Function, Op, Operand, Reg};
+use vm::bytecode::{Const, Flags, Function, Op, Reg};
 use vm::runtime::offsets;
 
 use crate::helpers::codes;
@@ -1066,22 +1066,15 @@ impl Translator<'_, '_> {
         call: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>) -> Value,
     ) {
         self.array_fields.clear();
-        let operands = op.describe().1;
-        for operand in &operands {
-            if let Operand::Reg(name, r) = *operand
-                && name != "dst"
-            {
-                self.spill(b, r as usize);
-            }
+        for r in op.regs().filter(|r| r.access.reads()) {
+            self.spill(b, r.reg as usize);
         }
         let status = call(self, b);
         // The helper has recorded the error already.
         let exit = self.error_exit(b);
         self.exit_if(b, status, exit, &[], &[]);
-        for operand in &operands {
-            if let Operand::Reg("dst", r) = *operand {
-                self.reload(b, r as usize);
-            }
+        for r in op.regs().filter(|r| r.access.writes()) {
+            self.reload(b, r.reg as usize);
         }
     }
 
@@ -1405,44 +1398,7 @@ pub fn is_inlinable_leaf(f: &Function) -> bool {
     ret < INLINE_MAX_OPS
         && f.reg_types.iter().all(|t| !t.is_ref())
         && f.frame_size as usize == f.num_typed()
-        && body.iter().all(|op| {
-            matches!(
-                op,
-                Op::Move { .. }
-                    | Op::LoadInt { .. }
-                    | Op::LoadConst { .. }
-                    | Op::AddI { .. }
-                    | Op::SubI { .. }
-                    | Op::MulI { .. }
-                    | Op::AndI { .. }
-                    | Op::OrI { .. }
-                    | Op::XorI { .. }
-                    | Op::ShlI { .. }
-                    | Op::ShrI { .. }
-                    | Op::NegI { .. }
-                    | Op::AddIImm { .. }
-                    | Op::MulIImm { .. }
-                    | Op::DivIImm { .. }
-                    | Op::RemIImm { .. }
-                    | Op::AddF { .. }
-                    | Op::SubF { .. }
-                    | Op::MulF { .. }
-                    | Op::DivF { .. }
-                    | Op::NegF { .. }
-                    | Op::EqI { .. }
-                    | Op::NeI { .. }
-                    | Op::LtI { .. }
-                    | Op::LeI { .. }
-                    | Op::EqF { .. }
-                    | Op::NeF { .. }
-                    | Op::LtF { .. }
-                    | Op::LeF { .. }
-                    | Op::Not { .. }
-                    | Op::IntToFloat { .. }
-                    | Op::FloatToInt { .. }
-                    | Op::Sqrt { .. }
-            )
-        })
+        && body.iter().all(|op| op.flags().contains(Flags::INLINABLE))
 }
 
 /// Reinterprets `v` as `ty` (same bits) when the types differ.
@@ -1455,16 +1411,12 @@ fn convert(b: &mut FunctionBuilder<'_>, v: Value, ty: ir::Type) -> Value {
 }
 
 /// Which of a frame's `frame_size` registers some instruction of `code`
-/// writes: every `dst` operand, and a `ForLoop`'s counter (the operands
-/// the translator defines; see `Translator::write`).
+/// writes (the operands the translator defines; see `Translator::write`).
 pub fn written_registers(code: &[Op], frame_size: usize) -> Vec<bool> {
     let mut written = vec![false; frame_size];
     for op in code {
-        for operand in op.describe().1 {
-            if let Operand::Reg(name, r) = operand
-                && (name == "dst" || (name == "counter" && matches!(op, Op::ForLoop { .. })))
-                && let Some(w) = written.get_mut(r as usize)
-            {
+        for r in op.regs().filter(|r| r.access.writes()) {
+            if let Some(w) = written.get_mut(r.reg as usize) {
                 *w = true;
             }
         }
@@ -1482,13 +1434,12 @@ fn incoming_edges(code: &[Op], start: usize) -> HashMap<usize, u32> {
     let mut incoming: HashMap<usize, u32> = leaders.iter().map(|&pc| (pc, 0)).collect();
     *incoming.entry(start).or_default() += 1;
     for (pc, op) in code.iter().enumerate() {
-        for operand in op.describe().1 {
-            if let Operand::Target(t) = operand {
-                *incoming.entry(t as usize).or_default() += 1;
-            }
+        for t in op.targets() {
+            *incoming.entry(t as usize).or_default() += 1;
         }
-        let falls_through = !matches!(op, Op::Jmp { .. } | Op::Return { .. } | Op::ReturnVoid);
-        if falls_through && let Some(n) = incoming.get_mut(&(pc + 1)) {
+        if op.falls_through()
+            && let Some(n) = incoming.get_mut(&(pc + 1))
+        {
             *n += 1;
         }
     }
@@ -1503,14 +1454,10 @@ pub fn leaders(code: &[Op]) -> Vec<usize> {
         *first = true;
     }
     for (pc, op) in code.iter().enumerate() {
-        let mut ends_block = matches!(op, Op::Return { .. } | Op::ReturnVoid);
-        for operand in op.describe().1 {
-            if let Operand::Target(t) = operand {
-                leader[t as usize] = true;
-                ends_block = true;
-            }
+        for t in op.targets() {
+            leader[t as usize] = true;
         }
-        if ends_block && pc + 1 < code.len() {
+        if op.flags().contains(Flags::ENDS_BLOCK) && pc + 1 < code.len() {
             leader[pc + 1] = true;
         }
     }

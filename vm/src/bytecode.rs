@@ -42,6 +42,12 @@
 
 use crate::ast::{Span, Type};
 
+#[macro_use]
+mod table;
+mod verify;
+
+pub use table::{Access, Flags, MAX_OPERANDS, Operand, Operands, RegClass, RegOperand};
+
 /// A register index within a frame.
 pub type Reg = u8;
 
@@ -49,333 +55,233 @@ pub type Reg = u8;
 pub const MAX_REGS: usize = 256;
 
 // ANCHOR: op_intro
-/// One bytecode instruction. Field names: `dst` is written, `a`/`b`/`src`
-/// are read, `imm` is an immediate, `k` a constant-pool index, `target` an
-/// instruction index in the same function.
-// One line per instruction reads best; keep rustfmt from splitting them.
-#[rustfmt::skip]
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Op {
+// The instruction table: every instruction declared once, here. It
+// generates `Op`, `Op::name`, `Op::operands`, `Op::flags` and the
+// `slow_ops!` pattern (see `table.rs` for the roles, classes and flags).
+// Field names: `dst` is written, `a`/`b`/`src` are read, `imm` is an
+// immediate, `k` a constant-pool index, `target` an instruction index in
+// the same function. Adding an instruction = one row here + one arm in
+// `interp::run` (or `interp::slow_op` for a `slow` row) + one arm in the
+// JIT's `translate` (none for a `slow` row: it calls the interpreter's).
+instruction_table! {
+  inline {
     // --- moves and constants ---
     /// `dst = src` (any type).
-    Move { dst: Reg, src: Reg },
+    Move { dst: write(Any), src: read(Any) } [INLINABLE];
     /// `dst = imm` (int or bool).
-    LoadInt { dst: Reg, imm: i32 },
+    LoadInt { dst: write(IntOrBool), imm: imm } [INLINABLE];
     /// `dst = consts[k]` (an int or float that does not fit `LoadInt`, or a
     /// string literal).
-    LoadConst { dst: Reg, k: u16 },
+    LoadConst { dst: write(Any), k: konst } [INLINABLE];
 // ANCHOR_END: op_intro
 
     // --- int arithmetic (wrapping) ---
     /// `dst = a + b` (wrapping).
-    AddI { dst: Reg, a: Reg, b: Reg },
+    AddI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// `dst = a - b` (wrapping).
-    SubI { dst: Reg, a: Reg, b: Reg },
+    SubI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// `dst = a * b` (wrapping).
-    MulI { dst: Reg, a: Reg, b: Reg },
+    MulI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// Truncating division; error on zero; `i64::MIN / -1` wraps.
-    DivI { dst: Reg, a: Reg, b: Reg },
+    DivI { dst: write(Int), a: read(Int), b: read(Int) } [CAN_FAIL];
     /// Truncating remainder; error on zero; `i64::MIN % -1` is 0.
-    RemI { dst: Reg, a: Reg, b: Reg },
+    RemI { dst: write(Int), a: read(Int), b: read(Int) } [CAN_FAIL];
     /// `dst = a & b`.
-    AndI { dst: Reg, a: Reg, b: Reg },
+    AndI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// `dst = a | b`.
-    OrI { dst: Reg, a: Reg, b: Reg },
+    OrI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// `dst = a ^ b`.
-    XorI { dst: Reg, a: Reg, b: Reg },
+    XorI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// `a << (b mod 64)`.
-    ShlI { dst: Reg, a: Reg, b: Reg },
+    ShlI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// `a >> (b mod 64)`, arithmetic.
-    ShrI { dst: Reg, a: Reg, b: Reg },
+    ShrI { dst: write(Int), a: read(Int), b: read(Int) } [INLINABLE];
     /// `dst = -src` (wrapping).
-    NegI { dst: Reg, src: Reg },
+    NegI { dst: write(Int), src: read(Int) } [INLINABLE];
     /// `dst = a + imm` (also subtraction of a constant).
-    AddIImm { dst: Reg, a: Reg, imm: i32 },
+    AddIImm { dst: write(Int), a: read(Int), imm: imm } [INLINABLE];
     /// `dst = a * imm` (wrapping).
-    MulIImm { dst: Reg, a: Reg, imm: i32 },
+    MulIImm { dst: write(Int), a: read(Int), imm: imm } [INLINABLE];
     /// `dst = a / imm`, `imm` never 0 (the compiler keeps `/ 0` as `DivI`).
-    DivIImm { dst: Reg, a: Reg, imm: i32 },
+    DivIImm { dst: write(Int), a: read(Int), imm: imm } [INLINABLE];
     /// `dst = a % imm`, `imm` never 0.
-    RemIImm { dst: Reg, a: Reg, imm: i32 },
+    RemIImm { dst: write(Int), a: read(Int), imm: imm } [INLINABLE];
 
     // --- float arithmetic (IEEE) ---
     /// `dst = a + b`.
-    AddF { dst: Reg, a: Reg, b: Reg },
+    AddF { dst: write(Float), a: read(Float), b: read(Float) } [INLINABLE];
     /// `dst = a - b`.
-    SubF { dst: Reg, a: Reg, b: Reg },
+    SubF { dst: write(Float), a: read(Float), b: read(Float) } [INLINABLE];
     /// `dst = a * b`.
-    MulF { dst: Reg, a: Reg, b: Reg },
+    MulF { dst: write(Float), a: read(Float), b: read(Float) } [INLINABLE];
     /// `dst = a / b` (IEEE: `x / 0.0` is ±inf or NaN).
-    DivF { dst: Reg, a: Reg, b: Reg },
+    DivF { dst: write(Float), a: read(Float), b: read(Float) } [INLINABLE];
     /// Truncated remainder, like Rust's `%`.
-    RemF { dst: Reg, a: Reg, b: Reg },
+    RemF { dst: write(Float), a: read(Float), b: read(Float) } [];
     /// `dst = -src`.
-    NegF { dst: Reg, src: Reg },
+    NegF { dst: write(Float), src: read(Float) } [INLINABLE];
 
     // --- comparisons producing a bool (0/1); `>` and `>=` swap operands ---
     /// `dst = a == b` (ints or bools).
-    EqI { dst: Reg, a: Reg, b: Reg },
+    EqI { dst: write(Bool), a: read(IntOrBool), b: read(IntOrBool) } [INLINABLE];
     /// `dst = a != b` (ints or bools).
-    NeI { dst: Reg, a: Reg, b: Reg },
+    NeI { dst: write(Bool), a: read(IntOrBool), b: read(IntOrBool) } [INLINABLE];
     /// `dst = a < b`.
-    LtI { dst: Reg, a: Reg, b: Reg },
+    LtI { dst: write(Bool), a: read(Int), b: read(Int) } [INLINABLE];
     /// `dst = a <= b`.
-    LeI { dst: Reg, a: Reg, b: Reg },
+    LeI { dst: write(Bool), a: read(Int), b: read(Int) } [INLINABLE];
     /// `dst = a == b` (false for NaN).
-    EqF { dst: Reg, a: Reg, b: Reg },
+    EqF { dst: write(Bool), a: read(Float), b: read(Float) } [INLINABLE];
     /// `dst = a != b` (true for NaN).
-    NeF { dst: Reg, a: Reg, b: Reg },
+    NeF { dst: write(Bool), a: read(Float), b: read(Float) } [INLINABLE];
     /// `dst = a < b`.
-    LtF { dst: Reg, a: Reg, b: Reg },
+    LtF { dst: write(Bool), a: read(Float), b: read(Float) } [INLINABLE];
     /// `dst = a <= b`.
-    LeF { dst: Reg, a: Reg, b: Reg },
+    LeF { dst: write(Bool), a: read(Float), b: read(Float) } [INLINABLE];
     /// `dst = a == b`, by contents.
-    EqS { dst: Reg, a: Reg, b: Reg },
+    EqS { dst: write(Bool), a: read(Str), b: read(Str) } [];
     /// `dst = a != b`, by contents.
-    NeS { dst: Reg, a: Reg, b: Reg },
+    NeS { dst: write(Bool), a: read(Str), b: read(Str) } [];
     /// Byte-wise string order.
-    LtS { dst: Reg, a: Reg, b: Reg },
+    LtS { dst: write(Bool), a: read(Str), b: read(Str) } [];
     /// `dst = a <= b`, byte-wise.
-    LeS { dst: Reg, a: Reg, b: Reg },
+    LeS { dst: write(Bool), a: read(Str), b: read(Str) } [];
     /// Boolean not.
-    Not { dst: Reg, src: Reg },
+    Not { dst: write(Bool), src: read(Bool) } [INLINABLE];
 
     // --- control flow ---
     /// Jump to `target`.
-    Jmp { target: u32 },
+    Jmp { target: target } [ENDS_BLOCK | NO_FALLTHROUGH];
     /// Jump when the bool in `a` is true.
-    JmpIf { a: Reg, target: u32 },
+    JmpIf { a: read(Bool), target: target } [ENDS_BLOCK];
     /// Jump when the bool in `a` is false.
-    JmpIfNot { a: Reg, target: u32 },
+    JmpIfNot { a: read(Bool), target: target } [ENDS_BLOCK];
     // ANCHOR: op_fused_branch
     /// Fused compare-and-branch: jump unless `a < b` (ints).
-    JmpIfNotLtI { a: Reg, b: Reg, target: u32 },
+    JmpIfNotLtI { a: read(Int), b: read(Int), target: target } [ENDS_BLOCK];
     /// Jump unless `a <= b` (ints).
-    JmpIfNotLeI { a: Reg, b: Reg, target: u32 },
+    JmpIfNotLeI { a: read(Int), b: read(Int), target: target } [ENDS_BLOCK];
     /// Jump unless `a == b` (ints or bools).
-    JmpIfNotEqI { a: Reg, b: Reg, target: u32 },
+    JmpIfNotEqI { a: read(IntOrBool), b: read(IntOrBool), target: target } [ENDS_BLOCK];
     /// Jump unless `a != b` (ints or bools).
-    JmpIfNotNeI { a: Reg, b: Reg, target: u32 },
+    JmpIfNotNeI { a: read(IntOrBool), b: read(IntOrBool), target: target } [ENDS_BLOCK];
     /// Jump unless `a < imm`.
-    JmpIfNotLtIImm { a: Reg, imm: i16, target: u32 },
+    JmpIfNotLtIImm { a: read(Int), imm: imm16, target: target } [ENDS_BLOCK];
     /// Jump unless `a <= imm`.
-    JmpIfNotLeIImm { a: Reg, imm: i16, target: u32 },
+    JmpIfNotLeIImm { a: read(Int), imm: imm16, target: target } [ENDS_BLOCK];
     /// Jump unless `a > imm`.
-    JmpIfNotGtIImm { a: Reg, imm: i16, target: u32 },
+    JmpIfNotGtIImm { a: read(Int), imm: imm16, target: target } [ENDS_BLOCK];
     /// Jump unless `a >= imm`.
-    JmpIfNotGeIImm { a: Reg, imm: i16, target: u32 },
+    JmpIfNotGeIImm { a: read(Int), imm: imm16, target: target } [ENDS_BLOCK];
     /// Jump unless `a == imm`.
-    JmpIfNotEqIImm { a: Reg, imm: i16, target: u32 },
+    JmpIfNotEqIImm { a: read(IntOrBool), imm: imm16, target: target } [ENDS_BLOCK];
     /// Jump unless `a != imm`.
-    JmpIfNotNeIImm { a: Reg, imm: i16, target: u32 },
+    JmpIfNotNeIImm { a: read(IntOrBool), imm: imm16, target: target } [ENDS_BLOCK];
     // ANCHOR_END: op_fused_branch
     /// Jump unless `a < b` (floats; NaN compares false, so it jumps).
-    JmpIfNotLtF { a: Reg, b: Reg, target: u32 },
+    JmpIfNotLtF { a: read(Float), b: read(Float), target: target } [ENDS_BLOCK];
     /// Jump when `a < b` (floats; NaN compares false: no jump).
-    JmpIfLtF { a: Reg, b: Reg, target: u32 },
+    JmpIfLtF { a: read(Float), b: read(Float), target: target } [ENDS_BLOCK];
     /// Jump when `a <= b` (floats; NaN does not jump).
-    JmpIfLeF { a: Reg, b: Reg, target: u32 },
+    JmpIfLeF { a: read(Float), b: read(Float), target: target } [ENDS_BLOCK];
     /// Jump unless `a <= b` (floats; NaN jumps).
-    JmpIfNotLeF { a: Reg, b: Reg, target: u32 },
+    JmpIfNotLeF { a: read(Float), b: read(Float), target: target } [ENDS_BLOCK];
     // ANCHOR: op_for_and_call
     /// `for` loop entry: jump to `target` (the loop exit) unless
     /// `counter < end`.
-    ForPrep { counter: Reg, end: Reg, target: u32 },
+    ForPrep { counter: read(Int), end: read(Int), target: target } [ENDS_BLOCK];
     /// `for` loop back edge: `counter += 1`; jump to `target` (the body)
     /// while `counter < end`. Cannot overflow: `counter < end` held before.
-    ForLoop { counter: Reg, end: Reg, target: u32 },
+    ForLoop { counter: update(Int), end: read(Int), target: target } [ENDS_BLOCK];
 
     // --- calls ---
     /// Call function `func` with its window starting at register `base`
     /// (the arguments are already there), then copy the result (left by
     /// the callee in `base`) to `dst`; `dst == base` for void calls.
-    Call { func: u16, base: Reg, dst: Reg },
+    Call { dst: write(Any), func: func, base: window } [CAN_FAIL];
     /// Return the value in `src`.
-    Return { src: Reg },
+    Return { src: read(Any) } [ENDS_BLOCK | NO_FALLTHROUGH];
     /// Return from a function without a value.
-    ReturnVoid,
+    ReturnVoid [ENDS_BLOCK | NO_FALLTHROUGH];
     // ANCHOR_END: op_for_and_call
 
-    // --- strings ---
-    /// `dst = a + b` (new string).
-    Concat { dst: Reg, a: Reg, b: Reg },
+    // --- strings and arrays (elements are 64-bit slots, like registers) ---
     /// Byte length of a string.
-    LenS { dst: Reg, src: Reg },
+    LenS { dst: write(Int), src: read(Str) } [];
+    /// `dst = arr[idx]` (error when out of range).
+    GetElem { dst: write(Any), arr: read(Array), idx: read(Int) } [CAN_FAIL];
+    /// `arr[idx] = val` (error when out of range).
+    SetElem { arr: read(Array), idx: read(Int), val: read(Any) } [CAN_FAIL];
+    /// Number of elements.
+    LenA { dst: write(Int), src: read(Array) } [];
+    /// Remove and return the last element (error when empty).
+    Pop { dst: write(Any), arr: read(Array) } [CAN_FAIL];
 
-    // --- arrays (elements are 64-bit slots, like registers) ---
+    // --- other builtins ---
+    /// `float(int)`.
+    IntToFloat { dst: write(Float), src: read(Int) } [INLINABLE];
+    /// `int(float)`: Rust's `as` (truncate, saturate, NaN → 0).
+    FloatToInt { dst: write(Int), src: read(Float) } [INLINABLE];
+    /// `dst = sqrt(src)`.
+    Sqrt { dst: write(Float), src: read(Float) } [INLINABLE];
+  }
+
+  // Run out of line by `interp::run_slow_op`, from both tiers: they
+  // allocate, print, parse or read the clock.
+  slow {
+    /// `dst = a + b` (new string).
+    Concat { dst: write(Str), a: read(Str), b: read(Str) } [CAN_FAIL];
     /// `dst = []` with room for `cap` elements; `refs` says whether the
     /// elements are heap references (for the collector).
-    NewArray { dst: Reg, refs: bool, cap: u16 },
+    NewArray { dst: write(Array), refs: flag, cap: num16 } [CAN_FAIL];
     /// `dst = [val; count]`. `depth` 0: copy the bits of `val` (a scalar or
     /// a shared immutable string); `depth` d > 0: `val` is an array nested
     /// d deep, deep-copied for every element so rows are independent.
     /// `refs`: the new array's elements are references.
-    RepeatArray { dst: Reg, val: Reg, count: Reg, depth: u8, refs: bool },
-    /// `dst = arr[idx]` (error when out of range).
-    GetElem { dst: Reg, arr: Reg, idx: Reg },
-    /// `arr[idx] = val` (error when out of range).
-    SetElem { arr: Reg, idx: Reg, val: Reg },
-    /// Number of elements.
-    LenA { dst: Reg, src: Reg },
+    RepeatArray { dst: write(Array), val: read(Any), count: read(Int), depth: num8, refs: flag } [CAN_FAIL];
     /// Append `val` to `arr`.
-    Push { arr: Reg, val: Reg },
-    /// Remove and return the last element (error when empty).
-    Pop { dst: Reg, arr: Reg },
-
-    // --- other builtins ---
+    Push { arr: read(Array), val: read(Any) } [CAN_FAIL];
     /// `print(x)`: `ty` indexes [`Module::types`] (the type of `src`).
-    Print { src: Reg, ty: u16 },
-    /// `float(int)`.
-    IntToFloat { dst: Reg, src: Reg },
-    /// `int(float)`: Rust's `as` (truncate, saturate, NaN → 0).
-    FloatToInt { dst: Reg, src: Reg },
+    Print { src: read(Any), ty: ty } [CAN_FAIL];
     /// `str(x)` for a scalar: `ty` indexes [`Module::types`].
-    ToStr { dst: Reg, src: Reg, ty: u16 },
-    /// `dst = sqrt(src)`.
-    Sqrt { dst: Reg, src: Reg },
+    ToStr { dst: write(Str), src: read(Any), ty: ty } [CAN_FAIL];
     /// Monotonic seconds since the VM started.
-    Clock { dst: Reg },
+    Clock { dst: write(Float) } [];
     /// A new `[str]` holding the script arguments.
-    Args { dst: Reg },
+    Args { dst: write(Array) } [CAN_FAIL];
     /// `dst = parse_int(src)` (error on malformed text).
-    ParseInt { dst: Reg, src: Reg },
+    ParseInt { dst: write(Int), src: read(Str) } [CAN_FAIL];
     /// `dst = parse_float(src)` (error on malformed text).
-    ParseFloat { dst: Reg, src: Reg },
-}
-
-/// One operand of an instruction, for the disassembler and the verifier.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Operand {
-    /// A register, with the field's name (`dst`, `a`, ...).
-    Reg(&'static str, Reg),
-    /// An immediate integer.
-    Imm(i64),
-    /// A constant-pool index.
-    Const(u16),
-    /// A jump target (instruction index).
-    Target(u32),
-    /// A function index.
-    Func(u16),
-    /// An index into [`Module::types`].
-    Type(u16),
-    /// A named flag.
-    Flag(&'static str, bool),
-    /// A named small number.
-    Num(&'static str, u32),
-}
-
-/// The instructions that allocate, print, parse or read the clock, as a
-/// pattern. The interpreter runs them out of line
-/// ([`crate::interp::run_slow_op`]) and the JIT calls that same code, so
-/// this is the one list every tier matches on: a new slow instruction added
-/// here is handled everywhere.
-#[macro_export]
-macro_rules! slow_ops {
-    () => {
-        $crate::bytecode::Op::Concat { .. }
-            | $crate::bytecode::Op::NewArray { .. }
-            | $crate::bytecode::Op::RepeatArray { .. }
-            | $crate::bytecode::Op::Push { .. }
-            | $crate::bytecode::Op::Print { .. }
-            | $crate::bytecode::Op::ToStr { .. }
-            | $crate::bytecode::Op::Clock { .. }
-            | $crate::bytecode::Op::Args { .. }
-            | $crate::bytecode::Op::ParseInt { .. }
-            | $crate::bytecode::Op::ParseFloat { .. }
-    };
+    ParseFloat { dst: write(Float), src: read(Str) } [CAN_FAIL];
+  }
 }
 
 impl Op {
-    /// Whether this is one of the [`slow_ops!`] instructions.
+    /// Whether this is one of the table's `slow` instructions
+    /// (the `slow_ops!` pattern).
     pub fn is_slow(&self) -> bool {
-        matches!(self, crate::slow_ops!())
+        self.flags().contains(Flags::SLOW)
     }
 
-    /// The opcode's name and its operands in field order (`Call` lists
-    /// `dst` first, like every instruction that writes a register).
-    // One line per instruction, like the enum.
-    #[rustfmt::skip]
-    pub fn describe(&self) -> (&'static str, Vec<Operand>) {
-        use Operand::*;
-        match *self {
-            Op::Move { dst, src } => ("Move", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::LoadInt { dst, imm } => ("LoadInt", vec![Reg("dst", dst), Imm(imm as i64)]),
-            Op::LoadConst { dst, k } => ("LoadConst", vec![Reg("dst", dst), Const(k)]),
-            Op::AddI { dst, a, b } => ("AddI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::SubI { dst, a, b } => ("SubI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::MulI { dst, a, b } => ("MulI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::DivI { dst, a, b } => ("DivI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::RemI { dst, a, b } => ("RemI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::AndI { dst, a, b } => ("AndI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::OrI { dst, a, b } => ("OrI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::XorI { dst, a, b } => ("XorI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::ShlI { dst, a, b } => ("ShlI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::ShrI { dst, a, b } => ("ShrI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::NegI { dst, src } => ("NegI", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::AddIImm { dst, a, imm } => ("AddIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
-            Op::MulIImm { dst, a, imm } => ("MulIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
-            Op::DivIImm { dst, a, imm } => ("DivIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
-            Op::RemIImm { dst, a, imm } => ("RemIImm", vec![Reg("dst", dst), Reg("a", a), Imm(imm as i64)]),
-            Op::AddF { dst, a, b } => ("AddF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::SubF { dst, a, b } => ("SubF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::MulF { dst, a, b } => ("MulF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::DivF { dst, a, b } => ("DivF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::RemF { dst, a, b } => ("RemF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::NegF { dst, src } => ("NegF", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::EqI { dst, a, b } => ("EqI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::NeI { dst, a, b } => ("NeI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::LtI { dst, a, b } => ("LtI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::LeI { dst, a, b } => ("LeI", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::EqF { dst, a, b } => ("EqF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::NeF { dst, a, b } => ("NeF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::LtF { dst, a, b } => ("LtF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::LeF { dst, a, b } => ("LeF", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::EqS { dst, a, b } => ("EqS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::NeS { dst, a, b } => ("NeS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::LtS { dst, a, b } => ("LtS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::LeS { dst, a, b } => ("LeS", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::Not { dst, src } => ("Not", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::Jmp { target } => ("Jmp", vec![Target(target)]),
-            Op::JmpIf { a, target } => ("JmpIf", vec![Reg("a", a), Target(target)]),
-            Op::JmpIfNot { a, target } => ("JmpIfNot", vec![Reg("a", a), Target(target)]),
-            Op::JmpIfNotLtI { a, b, target } => ("JmpIfNotLtI", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::JmpIfNotLeI { a, b, target } => ("JmpIfNotLeI", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::JmpIfNotEqI { a, b, target } => ("JmpIfNotEqI", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::JmpIfNotNeI { a, b, target } => ("JmpIfNotNeI", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::JmpIfNotLtIImm { a, imm, target } => ("JmpIfNotLtIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
-            Op::JmpIfNotLeIImm { a, imm, target } => ("JmpIfNotLeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
-            Op::JmpIfNotGtIImm { a, imm, target } => ("JmpIfNotGtIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
-            Op::JmpIfNotGeIImm { a, imm, target } => ("JmpIfNotGeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
-            Op::JmpIfNotEqIImm { a, imm, target } => ("JmpIfNotEqIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
-            Op::JmpIfNotNeIImm { a, imm, target } => ("JmpIfNotNeIImm", vec![Reg("a", a), Imm(imm as i64), Target(target)]),
-            Op::JmpIfNotLtF { a, b, target } => ("JmpIfNotLtF", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::JmpIfLtF { a, b, target } => ("JmpIfLtF", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::JmpIfLeF { a, b, target } => ("JmpIfLeF", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::JmpIfNotLeF { a, b, target } => ("JmpIfNotLeF", vec![Reg("a", a), Reg("b", b), Target(target)]),
-            Op::ForPrep { counter, end, target } => ("ForPrep", vec![Reg("counter", counter), Reg("end", end), Target(target)]),
-            Op::ForLoop { counter, end, target } => ("ForLoop", vec![Reg("counter", counter), Reg("end", end), Target(target)]),
-            Op::Call { func, base, dst } => ("Call", vec![Reg("dst", dst), Func(func), Reg("base", base)]),
-            Op::Return { src } => ("Return", vec![Reg("src", src)]),
-            Op::ReturnVoid => ("ReturnVoid", vec![]),
-            Op::Concat { dst, a, b } => ("Concat", vec![Reg("dst", dst), Reg("a", a), Reg("b", b)]),
-            Op::LenS { dst, src } => ("LenS", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::NewArray { dst, refs, cap } => ("NewArray", vec![Reg("dst", dst), Flag("refs", refs), Num("cap", cap as u32)]),
-            Op::RepeatArray { dst, val, count, depth, refs } => ("RepeatArray", vec![Reg("dst", dst), Reg("val", val), Reg("count", count), Num("depth", depth as u32), Flag("refs", refs)]),
-            Op::GetElem { dst, arr, idx } => ("GetElem", vec![Reg("dst", dst), Reg("arr", arr), Reg("idx", idx)]),
-            Op::SetElem { arr, idx, val } => ("SetElem", vec![Reg("arr", arr), Reg("idx", idx), Reg("val", val)]),
-            Op::LenA { dst, src } => ("LenA", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::Push { arr, val } => ("Push", vec![Reg("arr", arr), Reg("val", val)]),
-            Op::Pop { dst, arr } => ("Pop", vec![Reg("dst", dst), Reg("arr", arr)]),
-            Op::Print { src, ty } => ("Print", vec![Reg("src", src), Type(ty)]),
-            Op::IntToFloat { dst, src } => ("IntToFloat", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::FloatToInt { dst, src } => ("FloatToInt", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::ToStr { dst, src, ty } => ("ToStr", vec![Reg("dst", dst), Reg("src", src), Type(ty)]),
-            Op::Sqrt { dst, src } => ("Sqrt", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::Clock { dst } => ("Clock", vec![Reg("dst", dst)]),
-            Op::Args { dst } => ("Args", vec![Reg("dst", dst)]),
-            Op::ParseInt { dst, src } => ("ParseInt", vec![Reg("dst", dst), Reg("src", src)]),
-            Op::ParseFloat { dst, src } => ("ParseFloat", vec![Reg("dst", dst), Reg("src", src)]),
-        }
+    /// Whether control never continues with the next instruction.
+    pub fn falls_through(&self) -> bool {
+        !self.flags().contains(Flags::NO_FALLTHROUGH)
+    }
+
+    /// The register operands, in table order.
+    pub fn regs(&self) -> impl Iterator<Item = RegOperand> {
+        self.operands().into_iter().filter_map(|o| match o {
+            Operand::Reg(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// The jump targets.
+    pub fn targets(&self) -> impl Iterator<Item = u32> {
+        self.operands().into_iter().filter_map(|o| match o {
+            Operand::Target(t) => Some(t),
+            _ => None,
+        })
     }
 }
 
@@ -458,62 +364,7 @@ impl Module {
     }
 }
 
-/// Checks the structural invariants the interpreter relies on for memory
-/// safety: every register operand is inside the frame, every constant,
-/// type, function index and jump target is in range, call windows start in
-/// the call area, and execution cannot run off the end of the code.
-/// (Type correctness of registers is the compiler's job.)
-pub fn verify(module: &Module) -> Result<(), String> {
-    if module.main as usize >= module.functions.len() {
-        return Err("no <main> function".into());
-    }
-    if module.functions.len() > u16::MAX as usize + 1 {
-        return Err("too many functions".into());
-    }
-    for f in &module.functions {
-        let err = |pc: usize, what: &str| Err(format!("{}: instruction {pc}: {what}", f.name));
-        let frame = f.frame_size as usize;
-        if frame > MAX_REGS || f.num_typed() > frame || f.params.len() > f.num_typed() {
-            return err(0, "bad frame layout");
-        }
-        if f.ref_regs.iter().any(|&r| r as usize >= f.num_typed()) || f.spans.len() != f.code.len()
-        {
-            return err(0, "bad register map or span table");
-        }
-        if !matches!(
-            f.code.last(),
-            Some(Op::Return { .. } | Op::ReturnVoid | Op::Jmp { .. })
-        ) {
-            return err(f.code.len(), "code can run off the end");
-        }
-        for (pc, op) in f.code.iter().enumerate() {
-            for operand in op.describe().1 {
-                let ok = match operand {
-                    Operand::Reg(_, r) => (r as usize) < frame,
-                    Operand::Const(k) => (k as usize) < f.consts.len(),
-                    Operand::Target(t) => (t as usize) < f.code.len(),
-                    Operand::Func(i) => (i as usize) < module.functions.len(),
-                    Operand::Type(t) => (t as usize) < module.types.len(),
-                    Operand::Imm(_) | Operand::Flag(..) | Operand::Num(..) => true,
-                };
-                if !ok {
-                    return err(pc, &format!("operand {operand:?} out of range"));
-                }
-            }
-            if let Op::Call { base, .. } = op
-                && (*base as usize) < f.num_typed()
-            {
-                return err(pc, "call window overlaps typed registers");
-            }
-            if let Op::Return { .. } = op
-                && f.ret.is_none()
-            {
-                return err(pc, "value returned from a function without a result");
-            }
-        }
-    }
-    Ok(())
-}
+pub use verify::verify;
 
 #[cfg(test)]
 mod tests {
@@ -574,5 +425,109 @@ mod tests {
         for code in bad {
             assert!(verify(&tiny(code.clone())).is_err(), "{code:?}");
         }
+    }
+
+    // The case that used to reach undefined behaviour from safe code: an
+    // int register read as a string pointer.
+    #[test]
+    fn vm_rejects_a_register_of_the_wrong_type() {
+        let module = tiny(vec![
+            Op::LoadInt { dst: 0, imm: 12345 },
+            Op::LenS { dst: 0, src: 0 },
+            Op::ReturnVoid,
+        ]);
+        let mut out = Vec::new();
+        let err = crate::runtime::Vm::new(&module, vec![], 10, &mut out)
+            .err()
+            .expect("rejected");
+        assert_eq!(
+            err,
+            "invalid bytecode: <main>: instruction 1: r0 is int, expected Str"
+        );
+    }
+
+    #[test]
+    fn verify_rejects_mistyped_operands() {
+        let with_str = |code: Vec<Op>| {
+            let mut m = tiny(code);
+            let f = &mut m.functions[0];
+            f.reg_types.push(Type::Str);
+            f.reg_names.push(None);
+            f.ref_regs.push(1);
+            f.frame_size = 3;
+            m.types = vec![Type::Str];
+            m
+        };
+        let bad = [
+            // An int moved into a string register.
+            vec![Op::Move { dst: 1, src: 0 }, Op::ReturnVoid],
+            // An int in the call area printed as a string.
+            vec![
+                Op::LoadInt { dst: 2, imm: 7 },
+                Op::Print { src: 2, ty: 0 },
+                Op::ReturnVoid,
+            ],
+            // A string in the call area that a collection may have freed.
+            vec![
+                Op::Move { dst: 2, src: 1 },
+                Op::Concat { dst: 1, a: 1, b: 1 },
+                Op::Print { src: 2, ty: 0 },
+                Op::ReturnVoid,
+            ],
+            // Types differ on the two paths into instruction 3.
+            vec![
+                Op::Move { dst: 2, src: 1 },
+                Op::JmpIf { a: 0, target: 3 },
+                Op::LoadInt { dst: 2, imm: 1 },
+                Op::Print { src: 2, ty: 0 },
+                Op::ReturnVoid,
+            ],
+        ];
+        for code in bad {
+            assert!(verify(&with_str(code.clone())).is_err(), "{code:?}");
+        }
+        let good = vec![
+            Op::Move { dst: 2, src: 1 },
+            Op::LenS { dst: 0, src: 2 },
+            Op::Print { src: 2, ty: 0 },
+            Op::ReturnVoid,
+        ];
+        assert_eq!(verify(&with_str(good)), Ok(()));
+    }
+
+    #[test]
+    fn table_knows_roles_and_flags() {
+        let op = Op::ForLoop {
+            counter: 1,
+            end: 2,
+            target: 0,
+        };
+        assert_eq!(op.name(), "ForLoop");
+        let regs: Vec<_> = op.regs().map(|r| (r.name, r.reg, r.access)).collect();
+        assert_eq!(
+            regs,
+            [("counter", 1, Access::ReadWrite), ("end", 2, Access::Read)]
+        );
+        assert_eq!(op.targets().collect::<Vec<_>>(), [0]);
+        assert!(op.flags().contains(Flags::ENDS_BLOCK) && op.falls_through());
+        assert!(Op::ReturnVoid.operands().is_empty() && !Op::ReturnVoid.falls_through());
+        let call = Op::Call {
+            func: 3,
+            base: 4,
+            dst: 5,
+        };
+        assert_eq!(call.operands()[1], Operand::Func(3));
+        assert!(call.flags().contains(Flags::CAN_FAIL) && !call.is_slow());
+        assert!(Op::Clock { dst: 0 }.is_slow());
+        assert!(
+            Op::AddI { dst: 0, a: 0, b: 0 }
+                .flags()
+                .contains(Flags::INLINABLE)
+        );
+        assert!(
+            !Op::DivI { dst: 0, a: 0, b: 0 }
+                .flags()
+                .contains(Flags::INLINABLE)
+        );
     }
 }

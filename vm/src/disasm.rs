@@ -17,7 +17,7 @@
 
 use std::fmt::Write;
 
-use crate::bytecode::{Const, Function, Module, Operand};
+use crate::bytecode::{Const, Function, Module, Operand, RegOperand};
 
 /// The listing of every function of `module` (`<main>` last).
 pub fn disassemble(module: &Module) -> String {
@@ -84,8 +84,12 @@ fn function(out: &mut String, module: &Module, f: &Function, lines: &[&str]) {
             let text = lines.get(line as usize - 1).copied().unwrap_or("");
             let _ = writeln!(out, "  {line:>4} | {}", text.trim_end());
         }
-        let (name, operands) = op.describe();
-        let operands: Vec<String> = operands.iter().map(|o| operand(module, f, o)).collect();
+        let name = op.name();
+        let operands: Vec<String> = op
+            .operands()
+            .iter()
+            .map(|o| operand(module, f, o))
+            .collect();
         let text = format!("  {pc:>6}  {name:<16}{}", operands.join(", "));
         out.push_str(text.trim_end());
         out.push('\n');
@@ -105,10 +109,12 @@ fn constant(module: &Module, c: &Const) -> String {
 
 fn operand(module: &Module, f: &Function, o: &Operand) -> String {
     match *o {
-        Operand::Reg(_, r) => match f.reg_names.get(r as usize).cloned().flatten() {
-            Some(name) => format!("r{r}({name})"),
-            None => format!("r{r}"),
-        },
+        Operand::Reg(RegOperand { reg: r, .. }) => {
+            match f.reg_names.get(r as usize).cloned().flatten() {
+                Some(name) => format!("r{r}({name})"),
+                None => format!("r{r}"),
+            }
+        }
         Operand::Imm(i) => i.to_string(),
         Operand::Const(k) => match f.consts.get(k as usize) {
             Some(c) => format!("k{k}({})", constant(module, c)),

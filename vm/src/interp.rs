@@ -386,7 +386,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
                 Op::IntToFloat { dst, src } => set_flt!(dst, int!(src) as f64),
                 Op::FloatToInt { dst, src } => set_int!(dst, flt!(src) as i64),
                 Op::Sqrt { dst, src } => set_flt!(dst, flt!(src).sqrt()),
-                crate::slow_ops!() => {
+                slow_ops!() => {
                     if slow_op(vm, func, regs, op, ip.offset_from(code) as usize) != STATUS_OK {
                         return STATUS_ERROR;
                     }

@@ -15,6 +15,8 @@
 //! `PATH:LINE:COL: error: MESSAGE` with the source line and a caret.
 
 pub mod ast;
+// `#[macro_use]`: the `slow_ops!` pattern the table generates.
+#[macro_use]
 pub mod bytecode;
 pub mod check;
 pub mod compile;

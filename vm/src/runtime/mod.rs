@@ -89,6 +89,10 @@ pub struct FrameRecord {
 }
 // ANCHOR_END: entry_abi
 
+// SAFETY: a null `base` and function 0 are a valid (inactive) record: all
+// fields are plain integers and raw pointers.
+unsafe impl region::Zeroable for FrameRecord {}
+
 /// What the interpreter needs about a function, resolved once per VM.
 pub struct FnRuntime {
     /// The function's bytecode (borrowed from the module).

@@ -8,17 +8,30 @@
 
 use std::ptr::NonNull;
 
+/// Types for which all bits zero is a valid value, so a fresh mapping is
+/// an array of them. (No drop glue either: `Copy`.)
+///
+/// # Safety
+/// Implement only for types whose all-zero bit pattern is a valid value.
+pub unsafe trait Zeroable: Copy {}
+
+// SAFETY: every bit pattern is a valid `u64`.
+unsafe impl Zeroable for u64 {}
+
 /// An owned, zero-initialised, page-aligned array of `len` `T`s.
 pub struct Region<T> {
     ptr: NonNull<T>,
     len: usize,
 }
 
-impl<T: Copy> Region<T> {
-    /// Maps room for `len` values (all bits zero, which must be a valid
-    /// `T`); `None` if the size overflows or the OS refuses.
+impl<T: Zeroable> Region<T> {
+    /// Maps room for `len` values, all zero; `None` if the size overflows
+    /// (or `T` has size 0) or the OS refuses.
     pub fn zeroed(len: usize) -> Option<Region<T>> {
         let bytes = len.max(1).checked_mul(std::mem::size_of::<T>())?;
+        if bytes == 0 {
+            return None;
+        }
         // SAFETY: an anonymous private mapping with no address hint has no
         // preconditions; the result is checked against MAP_FAILED.
         let ptr = unsafe {
