@@ -267,7 +267,8 @@ impl ForeignWriter {
             self.word(word);
         }
         self.0.push(format::MARKER_HEADER);
-        self.0.extend_from_slice(&format::VERSION_TIMESTAMP.to_be_bytes());
+        self.0
+            .extend_from_slice(&format::VERSION_TIMESTAMP.to_be_bytes());
         self.0.push(0);
         self.0.push(interp.len() as u8);
         self.0.extend_from_slice(interp.as_bytes());

@@ -37,11 +37,11 @@ pub mod code_memory;
 pub mod disasm;
 pub mod helpers;
 pub mod layout;
-pub mod line_table;
 pub mod limits;
+pub mod line_table;
 pub mod names;
-pub mod stack_guard;
 mod perf_env;
+pub mod stack_guard;
 pub mod system_unwind;
 pub mod translate;
 

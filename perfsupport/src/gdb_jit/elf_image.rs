@@ -109,4 +109,3 @@ fn machine() -> io::Result<elf::Machine> {
         ))
     }
 }
-

@@ -52,9 +52,9 @@
 pub mod builtins;
 pub mod error;
 pub mod heap;
-pub mod output;
-pub mod native_stack;
 pub mod heap_limit;
+pub mod native_stack;
+pub mod output;
 pub mod print;
 pub mod region;
 pub mod tier;
