@@ -196,7 +196,18 @@ impl<'a> Inheritance<'a> {
                 .clone()
                 .filter_map(|i| self.decoded[i].1.map(|a| (i, a)))
                 .collect();
-            let Some(&(_, first)) = located.first() else {
+            // A range that starts in the block before and runs into this
+            // one (the block boundary falls inside it: a fall-through edge
+            // Cranelift records no edge for) is this block's first location.
+            let block_start = self.code.block_starts[block];
+            let covering = (range.start > 0
+                && self
+                    .decoded
+                    .get(range.start)
+                    .is_none_or(|&(start, _)| start > block_start))
+            .then(|| self.decoded[range.start - 1].1)
+            .flatten();
+            let Some(first) = covering.or(located.first().map(|&(_, a)| a)) else {
                 let inherited = self.end_of_only_predecessor(block, 0);
                 for slot in &mut out[range.clone()] {
                     *slot = Some(inherited);
