@@ -236,9 +236,11 @@ fn a_quick_script_gives_a_complete_empty_profile() {
 #[test]
 fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
     for tier in TIERS {
+        // About 0.3 s of CPU in each tier.
+        let n = if tier == ["--no-jit"] { "5000000" } else { "100000000" };
         let path = temp_path("leaf.prof");
         let flags: Vec<&str> = tier.iter().copied().chain(["--vmprof-inlined"]).collect();
-        let run = run_profiled(&path, &flags, "tests/vmprof/leaf.toy", &["100000000"]);
+        let run = run_profiled(&path, &flags, "tests/vmprof/leaf.toy", &[n]);
         assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
         let profile = read_profile(&path).expect("a readable profile");
         let mut in_mix = 0;
@@ -250,13 +252,16 @@ fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
             );
             in_mix += usize::from(stack.len() == 3);
         }
-        // `mix` takes about 20-25% of the samples in the JIT tiers (50% in
-        // the interpreter). At the kernel's 250 Hz tick a compiled run of
-        // about 0.1 s gets only ~27 signals (each weighted ~4 samples), so
-        // the bound asks for one signal's worth (2%): what matters is that
-        // the inlined frame is there at all, and an absent frame gives 0.
+        // `mix` takes about half of the samples in every tier: its body is
+        // a chain of dependent multiplications, so the CPU really spends
+        // time between the frame record's push and pop. (With a body of a
+        // few cheap instructions, stalls on the record's stores put nearly
+        // every sample just outside the frame, and the share depended on
+        // code layout: 0-3% after an unrelated change to the loop.) The
+        // bound asks for a tenth: what matters is that the inlined frame is
+        // there at all, and an absent frame gives 0.
         assert!(
-            in_mix * 50 >= profile.samples.len(),
+            in_mix * 10 >= profile.samples.len(),
             "{tier:?}: mix on {in_mix} of {} samples",
             profile.samples.len()
         );
@@ -271,7 +276,7 @@ fn inlined_leaf_callees_count_as_their_caller_by_default() {
     // About 0.2 s of CPU in each tier.
     let tiers = [
         (&["--no-jit"][..], "10000000", true),
-        (&["--jit-threshold", "0"][..], "300000000", false),
+        (&["--jit-threshold", "0"][..], "100000000", false),
     ];
     for (tier, n, mix_expected) in tiers {
         let path = temp_path("leaf-default.prof");
