@@ -318,16 +318,21 @@ pub fn reserved_region_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> i
 ///
 /// As [`PerfUnwindData::build`].
 pub fn eh_frame_for_register_frame(regions: &[CodeRegion<'_>]) -> io::Result<Vec<u8>> {
+    eh_frame_absolute(
+        regions
+            .iter()
+            .filter_map(|r| Some((r.start(), r.size(), r.unwind?))),
+    )
+}
+
+/// [`eh_frame_for_register_frame`] for `(start, size, unwind)` triples: the
+/// form the GDB JIT sink keeps its regions in.
+pub(crate) fn eh_frame_absolute<'a>(
+    regions: impl IntoIterator<Item = (u64, u64, UnwindInfo<'a>)>,
+) -> io::Result<Vec<u8>> {
     let mut writer = LayoutWriter::new(0);
-    for region in regions {
-        let Some(unwind) = region.unwind else {
-            continue;
-        };
-        writer.rebase(
-            region.start(),
-            region.size(),
-            FdeBase::Runtime(region.start()),
-        );
+    for (start, size, unwind) in regions {
+        writer.rebase(start, size, FdeBase::Runtime(start));
         write_cie_fde(&mut writer, unwind, DW_EH_PE_absptr)?;
     }
     let mut bytes = writer.out.into_vec();

@@ -9,7 +9,7 @@
 //! `.text` sections sit at those addresses (see [`elf_image`](super::elf_image)),
 //! so gdb relocates nothing.
 
-use crate::region::CodeRegion;
+use super::record::RegionView;
 use gimli::write::{
     Address, AttributeValue, DwarfUnit, EndianVec, LineProgram, LineString, Range, RangeList,
     Sections,
@@ -36,7 +36,7 @@ const UNKNOWN_FILE: &str = "<jit>";
 
 /// Builds the DWARF of `regions` (validated, non-empty). `comp_dir` is the
 /// directory relative source paths are found from.
-pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<DwarfSections> {
+pub(super) fn build(regions: &[RegionView<'_>], comp_dir: &str) -> io::Result<DwarfSections> {
     let first_file = regions
         .iter()
         .find_map(|r| r.lines.first())
@@ -56,10 +56,10 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Dw
     let mut ranges = Vec::with_capacity(regions.len());
     let mut subprograms = Vec::with_capacity(regions.len());
     for region in regions {
-        let start = region.start();
+        let start = region.start;
         ranges.push(Range::StartLength {
             begin: Address::Constant(start),
-            length: region.size(),
+            length: region.size,
         });
         // Decl file and line: the region's first row.
         let mut decl = None;
@@ -81,7 +81,7 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Dw
                 row.column = u64::from(entry.column);
                 program.generate_row();
             }
-            program.end_sequence(region.size());
+            program.end_sequence(region.size);
         }
         subprograms.push((region, decl));
     }
@@ -128,12 +128,9 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Dw
         sub.set(constants::DW_AT_external, AttributeValue::Flag(true));
         sub.set(
             constants::DW_AT_low_pc,
-            AttributeValue::Address(Address::Constant(region.start())),
+            AttributeValue::Address(Address::Constant(region.start)),
         );
-        sub.set(
-            constants::DW_AT_high_pc,
-            AttributeValue::Udata(region.size()),
-        );
+        sub.set(constants::DW_AT_high_pc, AttributeValue::Udata(region.size));
         // The canonical frame address: what `info frame` and variable
         // locations would be based on.
         sub.set(

@@ -20,7 +20,7 @@
 //! text section by that name.
 
 use super::dwarf;
-use crate::region::CodeRegion;
+use super::record::RegionView;
 use object::build::elf::{Builder, SectionData};
 use object::elf;
 use object::{Endianness, build::ByteString};
@@ -28,9 +28,13 @@ use std::io;
 
 /// Builds the object file for `regions` (validated, non-empty); `comp_dir`
 /// is where relative source paths of the line tables are found.
-pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Vec<u8>> {
+pub(super) fn build(regions: &[RegionView<'_>], comp_dir: &str) -> io::Result<Vec<u8>> {
     let dwarf = dwarf::build(regions, comp_dir)?;
-    let eh_frame = crate::unwind::eh_frame_for_register_frame(regions)?;
+    let eh_frame = crate::unwind::eh_frame_absolute(
+        regions
+            .iter()
+            .filter_map(|r| Some((r.start, r.size, r.unwind?))),
+    )?;
 
     let mut builder = Builder::new(Endianness::Little, true);
     builder.header.e_type = elf::ET_REL;
@@ -41,9 +45,9 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Ve
         text.name = ByteString::from(".text");
         text.sh_type = elf::SHT_NOBITS;
         text.sh_flags = elf::SHF_ALLOC | elf::SHF_EXECINSTR;
-        text.sh_addr = region.start();
+        text.sh_addr = region.start;
         text.sh_addralign = 1;
-        text.data = SectionData::UninitializedData(region.size());
+        text.data = SectionData::UninitializedData(region.size);
         let text_id = text.id();
         let symbol = builder.symbols.add();
         // Validated: the name has no NUL, which would end it in `.strtab`.
@@ -51,7 +55,7 @@ pub(super) fn build(regions: &[CodeRegion<'_>], comp_dir: &str) -> io::Result<Ve
         symbol.section = Some(text_id);
         symbol.set_st_info(elf::STB_GLOBAL, elf::STT_FUNC);
         symbol.st_value = 0;
-        symbol.st_size = region.size();
+        symbol.st_size = region.size;
     }
     // ANCHOR_END: text_sections
     // Only a terminator means no region has call-frame information.

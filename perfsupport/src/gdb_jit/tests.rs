@@ -7,6 +7,9 @@ use gimli::UnwindSection;
 use gimli::write::{CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind};
 
+/// Serializes the tests that count the process-wide descriptor list.
+static LIST_COUNT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 fn cie() -> CommonInformationEntry {
     let mut cie = CommonInformationEntry::new(
         gimli::Encoding {
@@ -184,6 +187,7 @@ fn publishing_links_one_entry_per_batch_and_finish_unlinks_them() {
     let code = [0x90u8; 16];
     let region = CodeRegion::new(&code, "toy:jit:f");
     let sink = GdbJit::new();
+    let _counting = LIST_COUNT.lock();
     let before = descriptor::published_count();
     sink.register(&[region, region]).unwrap();
     sink.register(&[region]).unwrap();
@@ -193,4 +197,85 @@ fn publishing_links_one_entry_per_batch_and_finish_unlinks_them() {
     assert_eq!(sink.published_objects(), 0);
     assert_eq!(descriptor::published_count(), before);
     assert!(sink.register(&[region]).is_err());
+}
+
+#[test]
+fn one_region_batches_are_merged_into_a_few_objects_naming_every_region() {
+    let code = [0x90u8; 64 * 4];
+    let names: Vec<String> = (0..64).map(|i| format!("toy:jit:f{i}")).collect();
+    let lines: Vec<[LineEntry<'_>; 1]> = (0..64)
+        .map(|i| {
+            [LineEntry {
+                offset: 0,
+                file: "many.toy",
+                line: i + 1,
+                column: 0,
+            }]
+        })
+        .collect();
+    let cie = cie();
+    let fde = fde(4);
+    let sink = GdbJit::new();
+    let _counting = LIST_COUNT.lock();
+    let before = descriptor::published_count();
+    for i in 0..64 {
+        let region = CodeRegion::new(&code[i * 4..i * 4 + 4], &names[i])
+            .with_lines(&lines[i])
+            .with_unwind(UnwindInfo {
+                cie: &cie,
+                fde: &fde,
+            });
+        sink.register(&[region]).unwrap();
+        // A binary counter of regions: one object per set bit of i + 1.
+        let expected = (i as u32 + 1).count_ones() as usize;
+        assert_eq!(
+            sink.published_objects(),
+            expected,
+            "after {} batches",
+            i + 1
+        );
+        assert_eq!(descriptor::published_count(), before + expected);
+    }
+    // 64 regions: one object, with every symbol once, at its own address,
+    // and every region's line and FDE.
+    let list = sink.published.lock();
+    let objects = list.as_ref().unwrap();
+    assert_eq!(objects.len(), 1);
+    let image = sink.build_merged(&objects[0].regions, &[]).unwrap();
+    drop(list);
+    let file = object::File::parse(&*image).unwrap();
+    let mut found: Vec<(String, u64)> = file
+        .symbols()
+        .filter(|s| s.name().is_ok_and(|n| n.starts_with("toy:jit:f")))
+        .map(|s| {
+            let section = file.section_by_index(s.section_index().unwrap()).unwrap();
+            (s.name().unwrap().to_owned(), section.address())
+        })
+        .collect();
+    found.sort_by_key(|&(_, address)| address);
+    assert_eq!(found.len(), 64);
+    for (i, (name, address)) in found.iter().enumerate() {
+        assert_eq!(name, &names[i]);
+        assert_eq!(*address, code[i * 4..].as_ptr() as u64);
+    }
+    let rows = line_rows(&file);
+    assert_eq!(rows.len(), 64);
+    assert!(rows.iter().enumerate().all(|(i, (address, file, line))| {
+        *address == code[i * 4..].as_ptr() as u64 && file == "many.toy" && *line == i as u64 + 1
+    }));
+    let eh_frame = file.section_by_name(".eh_frame").unwrap().data().unwrap();
+    let eh_frame = gimli::EhFrame::new(eh_frame, gimli::LittleEndian);
+    let bases = gimli::BaseAddresses::default();
+    let mut fdes = 0;
+    let mut entries = eh_frame.entries(&bases);
+    while let Some(entry) = entries.next().unwrap() {
+        if let gimli::CieOrFde::Fde(partial) = entry {
+            let fde = partial.parse(gimli::EhFrame::cie_from_offset).unwrap();
+            assert_eq!(fde.initial_address(), code[fdes * 4..].as_ptr() as u64);
+            fdes += 1;
+        }
+    }
+    assert_eq!(fdes, 64);
+    sink.finish().unwrap();
+    assert_eq!(descriptor::published_count(), before);
 }
