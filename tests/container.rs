@@ -14,33 +14,9 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 const SCRIPT: &str = "tests/perf/nested.toy";
 
-struct Work(PathBuf);
-
-impl Work {
-    fn new(name: &str) -> Work {
-        // Not under /tmp/perf-: perf would read files there as perf maps.
-        let dir = std::env::temp_dir().join(format!("toyvm-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("buildid")).expect("work dir");
-        std::fs::write(
-            dir.join("perfconfig"),
-            format!("[buildid]\n\tdir = {}\n", dir.join("buildid").display()),
-        )
-        .expect("perfconfig");
-        Work(dir)
-    }
-}
-
-impl Drop for Work {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::PerfWork as Work;
 
 fn tools_present(test: &str) -> bool {
     common::tool_or_skip(test, "perf", &["--version"])
@@ -54,13 +30,11 @@ fn tools_present(test: &str) -> bool {
 /// Runs `script` with `sh -c` in a new pid namespace (own /proc), in the
 /// work directory, with toyvm as `$TOYVM`; returns (stdout, stderr).
 fn in_namespace(work: &Work, script: &str) -> (String, String) {
-    let out = Command::new("unshare")
+    let out = work
+        .command("unshare")
         .args(["--pid", "--fork", "--mount-proc", "sh", "-euc", script])
-        .current_dir(&work.0)
         .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
         .env("SCRIPT", common::repo_root().join(SCRIPT))
-        .env("PERF_CONFIG", work.0.join("perfconfig"))
-        .env("DEBUGINFOD_URLS", "")
         .output()
         .expect("run unshare");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -119,13 +93,13 @@ fn toyvm_profile_works_in_the_namespace() {
         &work,
         r#""$TOYVM" profile --out prof "$SCRIPT" 20 4000000 > /dev/null"#,
     );
-    let report = std::fs::read_to_string(work.0.join("prof/report.txt")).expect("report.txt");
+    let report = std::fs::read_to_string(work.dir.join("prof/report.txt")).expect("report.txt");
     assert!(
         report.contains("toy:jit:inner_hot:"),
         "toyvm profile in a namespace:\n{report}\n{stderr}"
     );
     // The file it writes for the Firefox Profiler names the same code.
     let script =
-        std::fs::read_to_string(work.0.join("prof/perf-script.txt")).expect("perf-script.txt");
+        std::fs::read_to_string(work.dir.join("prof/perf-script.txt")).expect("perf-script.txt");
     assert!(script.contains("toy:jit:inner_hot:"), "{stderr}");
 }

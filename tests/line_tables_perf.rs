@@ -14,67 +14,43 @@
 //! capture. Without `perf` the test is skipped loudly, except under
 //! `CI=true`, where it fails.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 
 /// Iterations: about half a second of compiled code.
 const ITERATIONS: &str = "60000000";
 /// The loop's lines in `tests/line_tables/loop.toy`.
 const LOOP_LINES: [u32; 2] = [4, 5];
 
-struct Work {
-    dir: PathBuf,
-}
+use common::PerfWork as Work;
 
-impl Work {
-    fn new(tag: &str) -> Work {
-        // Not under /tmp/perf-: perf would read files there as perf maps.
-        let dir =
-            std::env::temp_dir().join(format!("toyvm-line-tables-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("buildid")).expect("work dir");
-        std::fs::write(
-            dir.join("perfconfig"),
-            format!("[buildid]\n\tdir = {}\n", dir.join("buildid").display()),
-        )
-        .expect("perfconfig");
-        Work { dir }
+/// `perf ARGS...` in `work`: its stdout, or an error with its stderr.
+fn perf(work: &Work, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+    let out = work.perf(args, env);
+    if !out.status.success() {
+        return Err(format!(
+            "perf {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
-
-    fn perf(&self, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
-        let out = Command::new("perf")
-            .args(args)
-            .current_dir(&self.dir)
-            .env("PERF_CONFIG", self.dir.join("perfconfig"))
-            .env("DEBUGINFOD_URLS", "")
-            .envs(env.iter().copied())
-            .output()
-            .map_err(|e| format!("run perf: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "perf {args:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-}
-
-impl Drop for Work {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Records the loop under perf (with `env` for toyvm) and returns the
 /// share of `toy:jit:work`'s samples per `loop.toy` line.
 fn line_shares(env: &[(&str, &str)]) -> Result<BTreeMap<u32, f64>, String> {
-    let work = Work::new(if env.is_empty() { "new" } else { "old" });
+    let work = Work::new(if env.is_empty() {
+        "line-tables-new"
+    } else {
+        "line-tables-old"
+    });
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/line_tables/loop.toy");
     let dir = work.dir.to_string_lossy().into_owned();
     let script = script.to_string_lossy().into_owned();
-    work.perf(
+    perf(
+        &work,
         &[
             "record",
             "-q",
@@ -99,11 +75,13 @@ fn line_shares(env: &[(&str, &str)]) -> Result<BTreeMap<u32, f64>, String> {
         ],
         env,
     )?;
-    work.perf(
+    perf(
+        &work,
         &["inject", "--jit", "-i", "perf.data", "-o", "perf.jit.data"],
         &[],
     )?;
-    let report = work.perf(
+    let report = perf(
+        &work,
         &[
             "report",
             "--no-inline",
@@ -158,31 +136,19 @@ fn twice(name: &str, check: impl Fn() -> Result<(), String>) {
     }
 }
 
-fn perf_works() -> bool {
-    Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-e",
-            "cpu-clock",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn perf_puts_a_compiled_loop_on_its_own_lines() {
-    if !perf_works() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        eprintln!("line_tables_perf: SKIPPED: `perf record` is not usable here");
-        assert!(
-            !ci,
-            "line_tables_perf: CI=true, so a missing perf is a failure"
-        );
+    let record = [
+        "record",
+        "-q",
+        "-e",
+        "cpu-clock",
+        "-o",
+        "/dev/null",
+        "--",
+        "true",
+    ];
+    if !common::tool_or_skip("line_tables_perf", "perf", &record) {
         return;
     }
     twice("loop lines", || {

@@ -36,41 +36,7 @@ const JIT_ARGS: &[&str] = &["20", "8000000"];
 /// One sample's stack: (symbol, dso) from leaf to root.
 type Stack = Vec<(String, String)>;
 
-struct Work {
-    dir: PathBuf,
-}
-
-impl Work {
-    fn new() -> Work {
-        // Not under /tmp/perf-: perf would read files there as perf maps.
-        let dir = std::env::temp_dir().join(format!("toyvm-perf-e2e-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("buildid")).expect("work dir");
-        std::fs::write(
-            dir.join("perfconfig"),
-            format!("[buildid]\n\tdir = {}\n", dir.join("buildid").display()),
-        )
-        .expect("perfconfig");
-        Work { dir }
-    }
-
-    fn perf(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-        Command::new("perf")
-            .args(args)
-            .current_dir(&self.dir)
-            .env("PERF_CONFIG", self.dir.join("perfconfig"))
-            .env("DEBUGINFOD_URLS", "")
-            .envs(env.iter().copied())
-            .output()
-            .expect("run perf")
-    }
-}
-
-impl Drop for Work {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use common::PerfWork as Work;
 
 fn tool_works(cmd: &str, args: &[&str]) -> bool {
     Command::new(cmd)
@@ -204,7 +170,7 @@ fn twice(name: &str, check: impl Fn() -> Result<(), String>) {
 }
 
 fn scenario_a() -> Result<(), String> {
-    let work = Work::new();
+    let work = Work::new("perf-e2e");
     let (stacks, _) = record(&work, &["-g"], &["--no-jit", "--perf"], &[], false);
     let hot: Vec<&Stack> = stacks
         .iter()
@@ -238,7 +204,7 @@ fn scenario_a() -> Result<(), String> {
 }
 
 fn scenario_b() -> Result<(), String> {
-    let work = Work::new();
+    let work = Work::new("perf-e2e");
     let (stacks, _) = record(
         &work,
         &["-g"],
@@ -271,7 +237,7 @@ fn scenario_b() -> Result<(), String> {
 
 /// (c) and (d): jitdump with DWARF unwinding; `unwind` false is the control.
 fn scenario_jitdump(unwind: bool) -> Result<(), String> {
-    let work = Work::new();
+    let work = Work::new("perf-e2e");
     let dir = work.dir.to_string_lossy().into_owned();
     let env: &[(&str, &str)] = if unwind {
         &[]

@@ -26,25 +26,17 @@ print(sum(100));
 const EXPECTED: &str = "328350\n";
 
 /// A private directory holding the script (removed on drop).
-struct Work {
-    dir: PathBuf,
-}
+struct Work(common::PerfWork);
 
 impl Work {
     fn new(name: &str) -> Work {
-        // Not under /tmp/perf-: perf would read files there as perf maps.
-        let dir = std::env::temp_dir().join(format!(
-            "toyvm-perf-map-safety-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("work dir");
-        std::fs::write(dir.join("s.toy"), SCRIPT).expect("script");
-        Work { dir }
+        let work = common::PerfWork::new(&format!("perf-map-safety-{name}"));
+        std::fs::write(work.path("s.toy"), SCRIPT).expect("script");
+        Work(work)
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
+        self.0.path(name)
     }
 
     /// Runs `sh -c "PREPARE; exec toyvm run ARGS s.toy"` with
@@ -57,18 +49,12 @@ impl Work {
         let out = Command::new("sh")
             .arg("-c")
             .arg(script)
-            .current_dir(&self.dir)
+            .current_dir(&self.0.dir)
             .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
             .env("PERF_BUILDID_DIR", self.path("buildid"))
             .output()
             .expect("run sh");
         (out, read_pid(&self.path("pid")))
-    }
-}
-
-impl Drop for Work {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -205,24 +191,17 @@ fn under_perf_record_the_map_has_one_writer() {
         return;
     }
     let work = Work::new("record");
-    std::fs::create_dir_all(work.path("buildid")).expect("buildid dir");
-    std::fs::write(
-        work.path("perfconfig"),
-        format!("[buildid]\n\tdir = {}\n", work.path("buildid").display()),
-    )
-    .expect("perfconfig");
     // perf itself sets PERF_BUILDID_DIR for the shell and so for toyvm.
-    let out = Command::new("perf")
+    let out = work
+        .0
+        .command("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-o", "perf.data", "--"])
         .args([
             "sh",
             "-c",
             "echo $$ > pid; exec \"$TOYVM\" run --perf --jit-threshold 0 s.toy",
         ])
-        .current_dir(&work.dir)
         .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
-        .env("PERF_CONFIG", work.path("perfconfig"))
-        .env("DEBUGINFOD_URLS", "")
         .env_remove("PERF_BUILDID_DIR")
         .output()
         .expect("run perf");

@@ -16,18 +16,10 @@
 mod common;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const SCRIPT: &str = "tests/perf/nested.toy";
 
-struct Work(PathBuf);
-
-impl Drop for Work {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::PerfWork as Work;
 
 /// Every sample's stack as function names, leaf first.
 fn sample_stacks(profile: &Value) -> Vec<Vec<String>> {
@@ -60,12 +52,10 @@ fn sample_stacks(profile: &Value) -> Vec<Vec<String>> {
     stacks
 }
 
-fn run(program: &str, args: &[&str], dir: &Path) {
-    let out = Command::new(program)
+fn run(work: &Work, program: &str, args: &[&str]) {
+    let out = work
+        .command(program)
         .args(args)
-        .current_dir(dir)
-        .env("PERF_CONFIG", dir.join("perfconfig"))
-        .env("DEBUGINFOD_URLS", "")
         .output()
         .unwrap_or_else(|e| panic!("run {program}: {e}"));
     assert!(
@@ -83,17 +73,11 @@ fn samply_import_names_the_hot_loop_frames() {
     {
         return;
     }
-    let work = Work(std::env::temp_dir().join(format!("toyvm-samply-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&work.0);
-    std::fs::create_dir_all(work.0.join("buildid")).expect("work dir");
-    std::fs::write(
-        work.0.join("perfconfig"),
-        format!("[buildid]\n\tdir = {}\n", work.0.join("buildid").display()),
-    )
-    .expect("perfconfig");
-    let dir = work.0.to_str().expect("utf-8 temp dir");
+    let work = Work::new("samply");
+    let dir = work.dir.to_str().expect("utf-8 temp dir");
     let script = common::repo_root().join(SCRIPT);
     run(
+        &work,
         "perf",
         &[
             "record",
@@ -115,14 +99,13 @@ fn samply_import_names_the_hot_loop_frames() {
             "20",
             "4000000",
         ],
-        &work.0,
     );
     run(
+        &work,
         "samply",
         &["import", "--save-only", "-o", "profile.json", "perf.data"],
-        &work.0,
     );
-    let text = std::fs::read_to_string(work.0.join("profile.json")).expect("profile.json");
+    let text = std::fs::read_to_string(work.dir.join("profile.json")).expect("profile.json");
     let profile: Value = serde_json::from_str(&text).expect("profile JSON");
     let stacks = sample_stacks(&profile);
     let leaf_hot: Vec<&Vec<String>> = stacks

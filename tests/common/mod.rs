@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+mod perf_work;
+pub use perf_work::PerfWork;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
