@@ -166,6 +166,8 @@ struct Inheritance<'a> {
     decoded: &'a [(u32, Option<Attribution>)],
     /// Per block: its ranges, as `first..end` indices into `decoded`.
     block_ranges: Vec<std::ops::Range<usize>>,
+    /// Per block: its predecessor block if it has exactly one.
+    only_predecessor: Vec<Option<usize>>,
 }
 
 impl<'a> Inheritance<'a> {
@@ -180,16 +182,34 @@ impl<'a> Inheritance<'a> {
             }
             block_ranges.push(first..at);
         }
+        // Predecessors counted once, over all edges (not per block: a
+        // function with thousands of blocks made that quadratic).
+        let mut only_predecessor: Vec<Option<usize>> = vec![None; code.block_starts.len()];
+        let mut count = vec![0u32; code.block_starts.len()];
+        for &(from, to) in code.edges {
+            let Ok(to) = code.block_starts.binary_search(&to) else {
+                continue;
+            };
+            count[to] += 1;
+            only_predecessor[to] = code.block_starts.binary_search(&from).ok();
+        }
+        for (pred, &n) in only_predecessor.iter_mut().zip(&count) {
+            if n != 1 {
+                *pred = None;
+            }
+        }
         Inheritance {
             code,
             decoded,
             block_ranges,
+            only_predecessor,
         }
     }
 
     // ANCHOR: inherit
     fn resolve(&self) -> Vec<Attribution> {
         let mut out: Vec<Option<Attribution>> = self.decoded.iter().map(|&(_, a)| a).collect();
+        let mut ends = vec![None; self.block_ranges.len()];
         // Ranges before the first block (none in practice) keep theirs.
         for (block, range) in self.block_ranges.iter().enumerate() {
             let located: Vec<(usize, Attribution)> = range
@@ -208,7 +228,7 @@ impl<'a> Inheritance<'a> {
             .then(|| self.decoded[range.start - 1].1)
             .flatten();
             let Some(first) = covering.or(located.first().map(|&(_, a)| a)) else {
-                let inherited = self.end_of_only_predecessor(block, 0);
+                let inherited = self.end_of_only_predecessor(block, &mut ends);
                 for slot in &mut out[range.clone()] {
                     *slot = Some(inherited);
                 }
@@ -230,26 +250,41 @@ impl<'a> Inheritance<'a> {
 
     /// The attribution at the end of `block`'s only predecessor (walking
     /// back through predecessors without a location), or the function's
-    /// line if it has none or several.
-    fn end_of_only_predecessor(&self, block: usize, hops: usize) -> Attribution {
-        let start = self.code.block_starts[block];
-        let mut preds = self.code.edges.iter().filter(|&&(_, to)| to == start);
-        let (Some(&(from, _)), None) = (preds.next(), preds.next()) else {
-            return Attribution::Function;
-        };
-        let Ok(pred) = self.code.block_starts.binary_search(&from) else {
-            return Attribution::Function;
-        };
-        let last = self.block_ranges[pred]
-            .clone()
-            .rev()
-            .find_map(|i| self.decoded[i].1);
-        match last {
-            Some(a) => a,
-            // A chain of blocks without locations; bounded against cycles.
-            None if hops < self.block_ranges.len() => self.end_of_only_predecessor(pred, hops + 1),
-            None => Attribution::Function,
+    /// line if it has none or several. `ends` remembers, per block without
+    /// a location, what its end inherits, so that no chain is walked twice.
+    fn end_of_only_predecessor(
+        &self,
+        block: usize,
+        ends: &mut [Option<Attribution>],
+    ) -> Attribution {
+        let mut unlocated = Vec::new();
+        let mut block = block;
+        // At most one step per block: a cycle of blocks without locations
+        // ends the walk.
+        let mut found = Attribution::Function;
+        for _ in 0..self.block_ranges.len() {
+            let Some(pred) = self.only_predecessor[block] else {
+                break;
+            };
+            if let Some(a) = ends[pred] {
+                found = a;
+                break;
+            }
+            let last = self.block_ranges[pred]
+                .clone()
+                .rev()
+                .find_map(|i| self.decoded[i].1);
+            if let Some(a) = last {
+                found = a;
+                break;
+            }
+            unlocated.push(pred);
+            block = pred;
         }
+        for b in unlocated {
+            ends[b] = Some(found);
+        }
+        found
     }
 }
 
@@ -353,6 +388,20 @@ mod tests {
                 (45, at(8)),
             ]
         );
+    }
+
+    #[test]
+    fn a_long_chain_of_unlocated_blocks_is_walked_once() {
+        // Block 0 has a location; blocks 1..N have none, each the only
+        // successor of the one before. Every block inherits pc 3. Walking
+        // back from each block separately (and finding predecessors by
+        // scanning every edge) took N^3 steps: this test would not end.
+        const N: u32 = 50_000;
+        let mut ranges = vec![(0, 4, site(3))];
+        ranges.extend((1..N).map(|b| (b * 4, b * 4 + 4, SourceLoc::default())));
+        let starts: Vec<u32> = (0..N).map(|b| b * 4).collect();
+        let edges: Vec<(u32, u32)> = (1..N).map(|b| ((b - 1) * 4, b * 4)).collect();
+        assert_eq!(rows(&ranges, &starts, &edges), vec![(0, at(3))]);
     }
 
     #[test]
