@@ -9,6 +9,10 @@
 # of the run minus that of the interpreted run (--no-jit).
 #
 # Usage: bench/compile_budget.sh [LINES...]   (default 500 1000 2000 4000 8000)
+#        SHAPE=branchy bench/compile_budget.sh [LINES...]
+# SHAPE=straight (the default): one assignment per line, a single block.
+# SHAPE=branchy: one loop with an if/else per line, about 11 instructions
+# and 5 blocks a line (the register allocator's harder case).
 # Needs a release build (target/release/toyvm) and GNU time (/usr/bin/time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +20,7 @@ toyvm=target/release/toyvm
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 sizes=("$@")
+shape=${SHAPE:-straight}
 [ ${#sizes[@]} -gt 0 ] || sizes=(500 1000 2000 4000 8000)
 
 peak_kb() { # peak RSS in KB of the command
@@ -31,7 +36,9 @@ for n in "${sizes[@]}"; do
         echo 'let x = 1;'
         echo 'let y = 2;'
         for ((k = 0; k < n; k++)); do
-            if ((k % 2 == 0)); then
+            if [ "$shape" = branchy ]; then
+                echo "for i in 0..2 { if i % $((k + 2)) == 0 { x = (x + i * $k) & 16777215; } else { y = y - 1; } }"
+            elif ((k % 2 == 0)); then
                 echo "x = (x * $((k % 13 + 3)) + y) & 16777215;"
             else
                 echo "y = (y + x + $k) & 16777215;"

@@ -6,7 +6,9 @@
 //! one was killed at 24 GB, while the interpreter ran it in 0.14 s. So the
 //! JIT measures a function before compiling it, in bytecode instructions
 //! *including the leaves it would inline* (what Cranelift actually sees),
-//! and leaves a function over [`MAX_COMPILED_OPS`] to the interpreter:
+//! each instruction that ends a block (a jump, a branch, a return) counting
+//! [`BLOCK_END_WEIGHT`] more, and leaves a function over
+//! [`MAX_COMPILED_OPS`] to the interpreter:
 //! such a function is straight-line set-up code or generated code, run
 //! few times per instruction, where the interpreter loses little.
 //!
@@ -16,18 +18,28 @@
 //! small helpers does not multiply in size.
 //!
 //! The numbers come from `bench/compile_budget.sh`, which compiles
-//! straight-line functions of growing size at `--jit-threshold 0` and
-//! reports compile time and peak memory (see `bench/RESULTS.md`).
+//! straight-line functions (one block) and branchy ones (a loop with an
+//! if/else per line) of growing size at `--jit-threshold 0` and reports
+//! compile time and peak memory (see `bench/RESULTS.md`). On a quiet
+//! machine a straight-line instruction costs about 3.5 µs to compile and a
+//! branchy line of 12 instructions and 4 block ends about 114 µs: about
+//! 3.5 µs per instruction plus 14 µs per block end, so a block end weighs
+//! as much as 4 more instructions.
 
-use vm::bytecode::{Function, Module, Op};
+use vm::bytecode::{Flags, Function, Module, Op};
 
 use crate::translate::is_inlinable_leaf;
 
 // ANCHOR: budget
-/// Most bytecode instructions (own plus inlined) a function may have to be
-/// compiled: chosen so that compiling one costs at most about 20 ms and
-/// 10 MB (see the module docs).
+/// Largest size (own plus inlined instructions, block ends weighted by
+/// [`BLOCK_END_WEIGHT`]) of a function that is compiled: chosen so that
+/// compiling one costs at most about 20 ms and 10 MB (see the module docs).
 pub const MAX_COMPILED_OPS: usize = 4000;
+
+/// What an instruction that ends a block adds to a function's size, on top
+/// of its own 1: the register allocator's and optimiser's work grows with
+/// blocks, not only instructions (see the module docs).
+pub const BLOCK_END_WEIGHT: usize = 4;
 
 /// Most bytecode instructions of inlined leaves per compiled function.
 pub const INLINE_BUDGET_OPS: usize = 1000;
@@ -62,12 +74,23 @@ impl InlineBudget {
     }
 }
 
-/// The size of `func` as compiled: its instructions plus those of the
-/// calls it inlines.
+/// The size of `func`'s own code: an instruction counts 1, one that ends a
+/// block 1 + [`BLOCK_END_WEIGHT`].
+pub fn own_ops(f: &Function) -> usize {
+    let block_ends = f
+        .code
+        .iter()
+        .filter(|op| op.flags().contains(Flags::ENDS_BLOCK))
+        .count();
+    f.code.len() + block_ends * BLOCK_END_WEIGHT
+}
+
+/// The size of `func` as compiled: [`own_ops`] plus the instructions of
+/// the calls it inlines (straight-line leaves, one block each).
 pub fn compiled_ops(module: &Module, func: u32) -> usize {
     let f = &module.functions[func as usize];
     let mut budget = InlineBudget::default();
-    let mut ops = f.code.len();
+    let mut ops = own_ops(f);
     for op in &f.code {
         if let Op::Call { func: callee, .. } = *op {
             let callee = &module.functions[callee as usize];
@@ -125,10 +148,34 @@ mod tests {
         let (f, inc) = (func(&m, "f"), func(&m, "inc"));
         let leaf = m.functions[inc as usize].code.len();
         assert!(is_inlinable_leaf(&m.functions[inc as usize]));
-        let own = m.functions[f as usize].code.len();
+        let own = own_ops(&m.functions[f as usize]);
         let inlined = INLINE_BUDGET_OPS / leaf;
         assert!(inlined < calls);
         assert_eq!(compiled_ops(&m, f), own + inlined * leaf);
+    }
+
+    #[test]
+    fn block_ends_weigh_more_than_straight_line_instructions() {
+        let ends = |f: &Function| {
+            f.code
+                .iter()
+                .filter(|op| op.flags().contains(Flags::ENDS_BLOCK))
+                .count()
+        };
+        let straight =
+            module("fn f(x: int) -> int { let y = x * 3; y = y + 1; return y; }\nprint(f(1));\n");
+        let branchy = module(
+            "fn f(x: int) -> int { for i in 0..x { if i > 2 { x = x + 1; } } return x; }\nprint(f(1));\n",
+        );
+        let f = &straight.functions[func(&straight, "f") as usize];
+        let g = &branchy.functions[func(&branchy, "f") as usize];
+        // The return (and the compiler's unreachable `ReturnVoid` after it).
+        assert!(ends(f) <= 2);
+        // The loop's test and back-edge, the if, the returns.
+        assert!(ends(g) >= 4, "{}", ends(g));
+        for h in [f, g] {
+            assert_eq!(own_ops(h), h.code.len() + ends(h) * BLOCK_END_WEIGHT);
+        }
     }
 
     #[test]
