@@ -613,6 +613,26 @@ impl Jit {
         }
     }
 
+    /// The compiled functions without an entry shim that a function
+    /// without native code calls.
+    fn called_from_interpreted(&self, vm: &Vm<'_>) -> Vec<u32> {
+        let mut wanted = vec![false; vm.module.functions.len()];
+        for (caller, f) in vm.module.functions.iter().enumerate() {
+            if self.natives[caller].is_some() {
+                continue;
+            }
+            for op in &f.code {
+                if let vm::bytecode::Op::Call { func, .. } = *op {
+                    let c = func as usize;
+                    wanted[c] |= self.natives[c].is_some() && !self.shims[c];
+                }
+            }
+        }
+        (0..wanted.len() as u32)
+            .filter(|&f| wanted[f as usize])
+            .collect()
+    }
+
     /// Makes `func`'s entry the shim of its native function, building the
     /// shim now if it has none yet; false if it has no native function or
     /// the shim cannot be built.
@@ -789,6 +809,13 @@ impl TierUp for Jit {
             let order = callee_first_order(vm.module);
             // `<main>` is always entered through the entry table.
             self.compile_functions(vm, &order, &[vm.module.main]);
+            // Functions left to the interpreter (over the budget) call
+            // through the entry table: their callees get their shims now,
+            // in one batch, not in one batch per callee at its first call
+            // (5,000 batches for a big interpreted `<main>`: 5,000 objects
+            // for gdb, a page of code memory each).
+            let entered = self.called_from_interpreted(vm);
+            self.compile_functions(vm, &[], &entered);
         }
         if self.trampolines_wanted() {
             for f in 0..n as u32 {
