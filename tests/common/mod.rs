@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests: run the `toyvm` binary with a
 //! time limit, and spread independent runs over the machine's cores.
 
-#![allow(dead_code)] // each test binary uses a different subset
+#![allow(dead_code, unused_imports)] // each test binary uses a different subset
 
 mod perf_work;
 pub use perf_work::PerfWork;
