@@ -37,6 +37,7 @@ use crate::sink::ProfilerSink;
 use descriptor::Published;
 use parking_lot::Mutex;
 use record::{RegionRecord, RegionView};
+use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
 
@@ -47,8 +48,26 @@ use std::path::Path;
 /// unpublishes them: call it only when the code will not run again.
 pub struct GdbJit {
     comp_dir: String,
-    /// The published objects, oldest first; `None` once finished.
-    published: Mutex<Option<Vec<Object>>>,
+    /// What is published; `None` once finished.
+    published: Mutex<Option<Registry>>,
+}
+
+/// What the sink has published.
+#[derive(Default)]
+struct Registry {
+    /// The objects, oldest first.
+    objects: Vec<Object>,
+    /// The start address of every region in `objects`: a gap between two
+    /// regions of one object that holds none of these can share their
+    /// `.text` section (see [`elf_image`]).
+    starts: BTreeSet<u64>,
+}
+
+impl Registry {
+    /// True if `[end, start)` holds no published region.
+    fn gap_is_free(&self, end: u64, start: u64) -> bool {
+        self.starts.range(end..start).next().is_none()
+    }
 }
 
 /// One published object and the regions it describes.
@@ -70,7 +89,7 @@ impl GdbJit {
     pub fn with_source_dir(dir: &Path) -> GdbJit {
         GdbJit {
             comp_dir: dir.to_string_lossy().into_owned(),
-            published: Mutex::new(Some(Vec::new())),
+            published: Mutex::new(Some(Registry::default())),
         }
     }
 
@@ -90,12 +109,26 @@ impl GdbJit {
             ));
         }
         validate_batch(regions)?;
+        let published = self.published.lock();
+        let empty = Registry::default();
+        self.build_new(regions, published.as_ref().unwrap_or(&empty))
+    }
+
+    /// The object for a validated batch, next to what is `published`.
+    fn build_new(&self, regions: &[CodeRegion<'_>], published: &Registry) -> io::Result<Vec<u8>> {
         let views: Vec<RegionView<'_>> = regions.iter().map(RegionView::from).collect();
-        elf_image::build(&views, &self.comp_dir)
+        elf_image::build(&views, &self.comp_dir, |end, start| {
+            published.gap_is_free(end, start)
+        })
     }
 
     /// The object for kept records (`a`'s regions, then `b`'s).
-    fn build_merged(&self, a: &[RegionRecord], b: &[RegionRecord]) -> io::Result<Vec<u8>> {
+    fn build_merged(
+        &self,
+        a: &[RegionRecord],
+        b: &[RegionRecord],
+        published: &Registry,
+    ) -> io::Result<Vec<u8>> {
         let records: Vec<&RegionRecord> = a.iter().chain(b).collect();
         let lines: Vec<_> = records.iter().map(|r| r.lines()).collect();
         let views: Vec<RegionView<'_>> = records
@@ -103,13 +136,20 @@ impl GdbJit {
             .zip(&lines)
             .map(|(record, lines)| record.view(lines))
             .collect();
-        elf_image::build(&views, &self.comp_dir)
+        // The regions of `a` and `b` are all in `starts`; in a gap between
+        // two of them in address order, a start is another object's.
+        elf_image::build(&views, &self.comp_dir, |end, start| {
+            published.gap_is_free(end, start)
+        })
     }
 
     /// How many objects this sink has published and not yet unpublished
     /// (batches merged as the [module documentation](self) describes).
     pub fn published_objects(&self) -> usize {
-        self.published.lock().as_ref().map_or(0, Vec::len)
+        self.published
+            .lock()
+            .as_ref()
+            .map_or(0, |p| p.objects.len())
     }
 }
 
@@ -125,20 +165,20 @@ impl GdbJit {
     /// regions as the one before it (see the [module documentation](self)).
     /// On an error the objects stay as they are: published and correct,
     /// only more of them.
-    fn merge_newest(&self, list: &mut Vec<Object>) -> io::Result<()> {
-        while let [.., older, newer] = list.as_slice()
+    fn merge_newest(&self, registry: &mut Registry) -> io::Result<()> {
+        while let [.., older, newer] = registry.objects.as_slice()
             && newer.regions.len() >= older.regions.len()
         {
-            let image = self.build_merged(&older.regions, &newer.regions)?;
+            let image = self.build_merged(&older.regions, &newer.regions, registry)?;
             // Published before the two old objects go: no moment without
             // the symbols (a pending breakpoint would be lost and reset).
             let entry = Published::publish(image);
-            let newer = list.pop().expect("two objects");
-            let mut older = list.pop().expect("two objects");
+            let newer = registry.objects.pop().expect("two objects");
+            let mut older = registry.objects.pop().expect("two objects");
             older.regions.extend(newer.regions);
             drop(newer._entry);
             drop(older._entry);
-            list.push(Object {
+            registry.objects.push(Object {
                 regions: older.regions,
                 _entry: entry,
             });
@@ -157,22 +197,26 @@ impl ProfilerSink for GdbJit {
         if regions.is_empty() {
             return Ok(());
         }
-        let image = self.build_object(regions)?;
-        let mut published = self.published.lock();
-        let Some(list) = published.as_mut() else {
+        validate_batch(regions)?;
+        let mut guard = self.published.lock();
+        let Some(registry) = guard.as_mut() else {
             return Err(io::Error::other("the sink is finished"));
         };
-        list.push(Object {
+        let image = self.build_new(regions, registry)?;
+        registry
+            .starts
+            .extend(regions.iter().map(CodeRegion::start));
+        registry.objects.push(Object {
             regions: regions.iter().map(RegionRecord::new).collect(),
             _entry: Published::publish(image),
         });
-        self.merge_newest(list)
+        self.merge_newest(registry)
     }
 
     fn finish(&self) -> io::Result<()> {
         // Dropping the entries unpublishes them, newest first.
-        if let Some(mut list) = self.published.lock().take() {
-            while list.pop().is_some() {}
+        if let Some(mut registry) = self.published.lock().take() {
+            while registry.objects.pop().is_some() {}
         }
         Ok(())
     }

@@ -66,8 +66,12 @@ fn line_rows(file: &object::File<'_>) -> Vec<(u64, String, u64)> {
 
 #[test]
 fn the_object_places_symbols_lines_and_cfi_at_the_live_code() {
-    let code_a = vec![0x90u8; 32];
-    let code_b = vec![0xc3u8; 16];
+    // Two regions further apart than one `.text` section may span, `a`
+    // first: a section each, in address order.
+    let far = elf_image::MAX_GAP as usize + 64;
+    let mut memory = vec![0x90u8; far + 16];
+    memory[far..].fill(0xc3);
+    let (code_a, code_b) = (&memory[..32], &memory[far..]);
     let lines_a = [
         LineEntry {
             offset: 0,
@@ -84,13 +88,13 @@ fn the_object_places_symbols_lines_and_cfi_at_the_live_code() {
     ];
     let (cie, fde_a) = (cie(), fde(32));
     let regions = [
-        CodeRegion::new(&code_a, "toy:jit:fib:fib.toy:2")
+        CodeRegion::new(code_a, "toy:jit:fib:fib.toy:2")
             .with_lines(&lines_a)
             .with_unwind(UnwindInfo {
                 cie: &cie,
                 fde: &fde_a,
             }),
-        CodeRegion::new(&code_b, "toy:interp:main"),
+        CodeRegion::new(code_b, "toy:interp:main"),
     ];
     let sink = GdbJit::with_source_dir(Path::new("/src"));
     let image = sink.build_object(&regions).unwrap();
@@ -238,18 +242,24 @@ fn one_region_batches_are_merged_into_a_few_objects_naming_every_region() {
     }
     // 64 regions: one object, with every symbol once, at its own address,
     // and every region's line and FDE.
-    let list = sink.published.lock();
-    let objects = list.as_ref().unwrap();
-    assert_eq!(objects.len(), 1);
-    let image = sink.build_merged(&objects[0].regions, &[]).unwrap();
-    drop(list);
+    let guard = sink.published.lock();
+    let registry = guard.as_ref().unwrap();
+    assert_eq!(registry.objects.len(), 1);
+    let image = sink
+        .build_merged(&registry.objects[0].regions, &[], registry)
+        .unwrap();
+    drop(guard);
     let file = object::File::parse(&*image).unwrap();
     let mut found: Vec<(String, u64)> = file
         .symbols()
         .filter(|s| s.name().is_ok_and(|n| n.starts_with("toy:jit:f")))
         .map(|s| {
             let section = file.section_by_index(s.section_index().unwrap()).unwrap();
-            (s.name().unwrap().to_owned(), section.address())
+            // Relocatable: the value is an offset in the section.
+            (
+                s.name().unwrap().to_owned(),
+                section.address() + s.address(),
+            )
         })
         .collect();
     found.sort_by_key(|&(_, address)| address);
@@ -278,4 +288,40 @@ fn one_region_batches_are_merged_into_a_few_objects_naming_every_region() {
     assert_eq!(fdes, 64);
     sink.finish().unwrap();
     assert_eq!(descriptor::published_count(), before);
+}
+
+#[test]
+fn adjacent_regions_share_a_text_section_unless_another_objects_region_lies_between() {
+    let code = [0x90u8; 48];
+    let (a, b, c) = (&code[0..16], &code[16..32], &code[32..48]);
+    let sink = GdbJit::new();
+    let _counting = LIST_COUNT.lock();
+    let text_sections = |image: &[u8]| {
+        let file = object::File::parse(image).unwrap();
+        file.sections()
+            .filter(|s| s.name() == Ok(".text"))
+            .map(|s| (s.address(), s.size()))
+            .collect::<Vec<_>>()
+    };
+    // Alone, `a` and `c` (a gap of 16 bytes between them) share one section.
+    let alone = sink
+        .build_object(&[
+            CodeRegion::new(a, "toy:jit:a"),
+            CodeRegion::new(c, "toy:jit:c"),
+        ])
+        .unwrap();
+    assert_eq!(text_sections(&alone), vec![(a.as_ptr() as u64, 48)]);
+    // Once `b`, in that gap, is published, they need a section each.
+    sink.register(&[CodeRegion::new(b, "toy:jit:b")]).unwrap();
+    let apart = sink
+        .build_object(&[
+            CodeRegion::new(c, "toy:jit:c"),
+            CodeRegion::new(a, "toy:jit:a"),
+        ])
+        .unwrap();
+    assert_eq!(
+        text_sections(&apart),
+        vec![(a.as_ptr() as u64, 16), (c.as_ptr() as u64, 16)]
+    );
+    sink.finish().unwrap();
 }
