@@ -96,9 +96,7 @@ fn run(module: &vm::bytecode::Module, threshold: Option<u32>) -> (i32, Vec<u8>, 
     let tier_up = threshold.map(|threshold| {
         let options = jit::JitOptions {
             threshold: Some(threshold),
-            perf_map: false,
-            jitdump_dir: None,
-            stats: false,
+            ..jit::JitOptions::default()
         };
         Arc::new(move || jit::tier_up(options.clone())) as vm::driver::TierUpFactory
     });
