@@ -237,7 +237,11 @@ fn a_quick_script_gives_a_complete_empty_profile() {
 fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
     for tier in TIERS {
         // About 0.3 s of CPU in each tier.
-        let n = if tier == ["--no-jit"] { "5000000" } else { "100000000" };
+        let n = if tier == ["--no-jit"] {
+            "5000000"
+        } else {
+            "100000000"
+        };
         let path = temp_path("leaf.prof");
         let flags: Vec<&str> = tier.iter().copied().chain(["--vmprof-inlined"]).collect();
         let run = run_profiled(&path, &flags, "tests/vmprof/leaf.toy", &[n]);
