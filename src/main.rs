@@ -151,15 +151,15 @@ fn main() -> ExitCode {
         Command::Disasm { jit: false, script } => {
             load(&script).and_then(|module| print_stdout(&vm::disasm::disassemble(&module)))
         }
-        Command::Disasm { jit: true, script } => {
-            load(&script).and_then(|module| match jit::disasm::disassemble(&module) {
+        Command::Disasm { jit: true, script } => load(&script).and_then(|module| {
+            match jit::disasm::disassemble(&module, &mut std::io::stderr()) {
                 Ok(text) => print_stdout(&text),
                 Err(e) => {
                     say!("error: {e}");
                     Err(())
                 }
-            })
-        }
+            }
+        }),
         Command::Report(args) => report::run(args),
         Command::Profile(args) => profile::run(args),
     };

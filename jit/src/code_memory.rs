@@ -27,7 +27,16 @@ use cranelift_module::{ModuleError, ModuleResult};
 
 /// Spare bytes after each executable allocation: more than the perf unwind
 /// payload of any function Cranelift emits (CIE 24 + FDE < 100 + header 20).
+/// Every region is checked against it before it is published
+/// ([`room_from_start`], `pipeline`).
 pub const UNWIND_TAIL: usize = 256;
+
+/// Bytes from the start of a function of `code_size` bytes that belong to
+/// it alone: its code and the [`UNWIND_TAIL`] after it. What perf maps for
+/// the region (`perfsupport::unwind::reserved_region_size`) must fit.
+pub fn room_from_start(code_size: usize) -> usize {
+    code_size + UNWIND_TAIL
+}
 
 /// Virtual address space reserved for code (nothing is committed until used).
 const RESERVATION: usize = 1 << 30;

@@ -9,38 +9,35 @@
 use std::fmt::Write as _;
 
 use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
+use perfsupport::CodeRegion;
 use vm::bytecode::Module;
 
-use crate::{Jit, JitOptions};
+use crate::JitOptions;
+use crate::tiering::Jit;
 
-/// The listing of one region: its IR and, once final, its code.
+/// The listing of one finished region: its IR and its final code.
 #[derive(Clone, Debug)]
 pub struct Listing {
-    name: String,
+    pub(crate) name: String,
     func: u32,
-    ir: String,
+    pub(crate) ir: String,
     address: u64,
-    code: Vec<u8>,
+    pub(crate) code: Vec<u8>,
     /// (code offset, source line), sorted.
     lines: Vec<(u32, u32)>,
 }
 
 impl Listing {
-    pub(crate) fn new(name: &str, func: u32, ir: String) -> Listing {
+    /// The listing of `region` (of function `func`), whose IR was `ir`.
+    pub(crate) fn new(name: &str, func: u32, ir: &str, region: &CodeRegion<'_>) -> Listing {
         Listing {
             name: name.to_string(),
             func,
-            ir,
-            address: 0,
-            code: Vec::new(),
-            lines: Vec::new(),
+            ir: ir.to_string(),
+            address: region.start(),
+            code: region.code.to_vec(),
+            lines: region.lines.iter().map(|e| (e.offset, e.line)).collect(),
         }
-    }
-
-    pub(crate) fn set_code(&mut self, address: u64, code: Vec<u8>, lines: Vec<(u32, u32)>) {
-        self.address = address;
-        self.code = code;
-        self.lines = lines;
     }
 
     fn render(&self, module: &Module, out: &mut String) {
@@ -88,26 +85,24 @@ impl Listing {
 }
 
 /// Compiles every function of `module` (and its entry shim) and renders
-/// the listings.
+/// the listings; compile warnings go to `diagnostics`.
 ///
 /// # Errors
 /// A message if the JIT or the VM cannot start.
-pub fn disassemble(module: &Module) -> Result<String, String> {
+pub fn disassemble(
+    module: &Module,
+    diagnostics: &mut (dyn std::io::Write + Send),
+) -> Result<String, String> {
     let mut sink = std::io::sink();
     let mut vm = vm::runtime::Vm::new(module, Vec::new(), 1, &mut sink)?;
+    vm.set_diagnostics(diagnostics);
     let mut jit = Jit::new(JitOptions {
         threshold: None,
         ..JitOptions::default()
     })?;
-    jit.listing = Some(Vec::new());
-    let n = module.functions.len();
-    jit.natives = vec![None; n];
-    jit.shims = vec![false; n];
-    jit.failed = vec![false; n];
-    let order = super::callee_first_order(module);
-    jit.compile_functions(&mut vm, &order, &order);
+    let listings = jit.compile_all_for_listing(&mut vm);
     let mut out = String::new();
-    for listing in jit.listing.take().unwrap_or_default() {
+    for listing in listings {
         listing.render(module, &mut out);
     }
     Ok(out)

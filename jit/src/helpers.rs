@@ -1,5 +1,6 @@
-//! Runtime helpers called from compiled code: `extern "C"` Rust functions
-//! registered with `JITBuilder::symbol` under the names in [`symbols`].
+//! Runtime helpers called from compiled code: `extern "C"` Rust functions,
+//! imported under the names (and with the signatures) of the table in
+//! [`crate::abi`].
 //!
 //! Compiled code keeps int, float and bool registers in machine registers
 //! and heap references in their frame slots (the GC root invariant of
@@ -7,33 +8,15 @@
 //! ([`toy_jit_slow_op`], [`toy_jit_pop`]) works on the frame in memory: the
 //! caller stores the instruction's scalar operands to their slots first and
 //! reloads the result slot afterwards. Errors are recorded exactly as the
-//! interpreter records them ([`Vm::fail`]), so messages and tracebacks are
+//! interpreter records them (`vm::abi`: [`Vm::fail`]), so messages and tracebacks are
 //! identical in every tier.
 //!
 //! None of these may unwind: they return a status instead, and compiled
-//! frames pass it up (the entry ABI of `vm::runtime`).
+//! frames pass it up (the entry ABI of `vm::abi`).
 
+use vm::abi::{RuntimeError, STATUS_OK, Vm};
 use vm::bytecode::Op;
 use vm::runtime::heap::{arr_mut, str_ref};
-use vm::runtime::{RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm};
-
-/// The helpers and the symbol names compiled code imports them by.
-pub fn symbols() -> [(&'static str, *const u8); 9] {
-    [
-        ("toy_jit_slow_op", toy_jit_slow_op as *const u8),
-        ("toy_jit_pop", toy_jit_pop as *const u8),
-        ("toy_jit_fail", toy_jit_fail as *const u8),
-        ("toy_jit_index_error", toy_jit_index_error as *const u8),
-        (
-            "toy_jit_depth_exceeded",
-            toy_jit_depth_exceeded as *const u8,
-        ),
-        ("toy_jit_push_trace", toy_jit_push_trace as *const u8),
-        ("toy_jit_str_cmp", toy_jit_str_cmp as *const u8),
-        ("toy_jit_str_len", toy_jit_str_len as *const u8),
-        ("toy_jit_fmod", toy_jit_fmod as *const u8),
-    ]
-}
 
 /// Error codes for [`toy_jit_fail`] (errors without operands).
 pub mod codes {
@@ -59,12 +42,13 @@ pub unsafe extern "C" fn toy_jit_slow_op(
     // SAFETY: the caller's contract; `pc` indexes verified code of `func`.
     unsafe {
         if backtrace_requested() {
-            let op = *(&(*vm).funcs)[func as usize].code.add(pc as usize);
+            let op = (*vm).module().functions[func as usize].code[pc as usize];
             if matches!(op, Op::Print { .. }) {
-                eprintln!("{}", std::backtrace::Backtrace::force_capture());
+                let trace = std::backtrace::Backtrace::force_capture();
+                let _ = writeln!((*vm).diagnostics(), "{trace}");
             }
         }
-        vm::interp::run_slow_op(vm, func, regs, pc)
+        vm::abi::run_slow_op(vm, func, regs, pc)
     }
 }
 
@@ -125,21 +109,18 @@ pub unsafe extern "C" fn toy_jit_index_error(
 
 /// Records the depth-limit error (no trace entry: the frame never became
 /// active, as in `interp_entry`); called by an entry shim whose native
-/// function returned [`crate::translate::STATUS_DEPTH_EXCEEDED`].
+/// function returned [`crate::abi::STATUS_DEPTH_EXCEEDED`].
 ///
 /// # Safety
 /// As for [`toy_jit_fail`].
 pub unsafe extern "C" fn toy_jit_depth_exceeded(vm: *mut Vm<'_>) -> u32 {
     // SAFETY: the caller's contract.
-    unsafe {
-        (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
-    }
-    STATUS_ERROR
+    unsafe { (*vm).fail_depth_exceeded() }
 }
 
 /// Adds the trace entry of a call at `pc` of `func` whose callee failed;
 /// first records the depth-limit error if `depth_exceeded` is nonzero (the
-/// callee returned [`crate::translate::STATUS_DEPTH_EXCEEDED`]: its depth
+/// callee returned [`crate::abi::STATUS_DEPTH_EXCEEDED`]: its depth
 /// check failed and left the recording to its caller).
 ///
 /// # Safety
@@ -153,11 +134,10 @@ pub unsafe extern "C" fn toy_jit_push_trace(
     // SAFETY: the caller's contract.
     unsafe {
         if depth_exceeded != 0 {
-            toy_jit_depth_exceeded(vm);
+            (*vm).fail_depth_exceeded();
         }
-        (*vm).trace.push(TraceEntry { func, pc });
+        (*vm).push_trace(func, pc)
     }
-    STATUS_ERROR
 }
 
 /// Byte-wise comparison of two strings: -1, 0 or 1.

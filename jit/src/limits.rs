@@ -116,7 +116,8 @@ pub fn max_compiled_ops() -> usize {
 }
 
 /// True if `func` is within [`MAX_COMPILED_OPS`].
-pub fn within_budget(module: &Module, func: u32) -> bool {
+#[cfg(test)]
+fn within_budget(module: &Module, func: u32) -> bool {
     compiled_ops(module, func) <= MAX_COMPILED_OPS
 }
 

@@ -16,24 +16,18 @@
 
 use vm::bytecode::Module;
 
-/// What a region is, for its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NameKind {
-    Jit,
-    Entry,
-    Osr(u32),
-    Interp,
-}
+use crate::role::Role;
 
 // ANCHOR: region_name
-/// The name of region `kind` of function `func` (see the module docs).
-pub fn region_name(module: &Module, func: u32, kind: NameKind) -> String {
+/// The name of the region of function `func` with role `role` (see the
+/// module docs).
+pub fn region_name(module: &Module, func: u32, role: Role) -> String {
     let f = &module.functions[func as usize];
-    let (prefix, suffix) = match kind {
-        NameKind::Jit => ("toy:jit", String::new()),
-        NameKind::Entry => ("toy:jit-entry", String::new()),
-        NameKind::Osr(pc) => ("toy:jit-osr", format!("@{pc}")),
-        NameKind::Interp => ("toy:interp", String::new()),
+    let (prefix, suffix) = match role {
+        Role::Native => ("toy:jit", String::new()),
+        Role::EntryShim => ("toy:jit-entry", String::new()),
+        Role::Osr { pc } => ("toy:jit-osr", format!("@{pc}")),
+        Role::Trampoline => ("toy:interp", String::new()),
     };
     format!(
         "{prefix}:{}:{}:{}{suffix}",

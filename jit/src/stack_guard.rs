@@ -2,9 +2,9 @@
 //!
 //! Every native function compares its stack pointer, after its frame is
 //! allocated and before it touches the frame body, with
-//! [`vm::runtime::Vm::stack_limit`] (set by the driver for the run thread,
+//! the VM's stack limit (`vm::abi::offsets::STACK_LIMIT`) (set by the driver for the run thread,
 //! see `vm::runtime::native_stack`): below the limit, it fails exactly as
-//! the depth check does, returning [`crate::translate::STATUS_DEPTH_EXCEEDED`],
+//! the depth check does, returning [`crate::abi::STATUS_DEPTH_EXCEEDED`],
 //! so deep recursion in compiled code ends with the same
 //! "maximum recursion depth" error as in the interpreter instead of
 //! SIGSEGV. Cranelift's prologue only pushes the frame pointer and the
@@ -21,7 +21,7 @@
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use cranelift_frontend::FunctionBuilder;
-use vm::runtime::offsets;
+use vm::abi::offsets;
 
 // ANCHOR: stack_exhausted
 /// Emits `sp < vm.stack_limit`: true if this frame starts below the limit

@@ -3,10 +3,7 @@
 //! with the depth error, however far the depth limit is, instead of
 //! running off the end of the thread's stack.
 
-use std::ptr::NonNull;
-
-use vm::runtime::tier::TierUp;
-use vm::runtime::{RuntimeError, STATUS_OK, Vm};
+use vm::abi::{RuntimeError, STATUS_OK, Vm};
 
 const RECURSE: &str = "fn f(n: int) -> int {\n    if n == 0 { return 1; }\n    return f(n - 1) + 1;\n}\nprint(7);\nprint(f(N));\n";
 
@@ -17,21 +14,25 @@ fn run(depth: usize, limit: impl Fn(usize) -> usize) -> (u32, Option<RuntimeErro
     let source = RECURSE.replace('N', &depth.to_string());
     let module = vm::driver::load("r.toy", source.as_bytes()).expect("compiles");
     let mut out = Vec::new();
-    let mut jit = jit::Jit::new(jit::JitOptions {
+    let mut diagnostics = Vec::new();
+    let mut jit = jit::tier_up(jit::JitOptions {
         threshold: Some(0),
         ..jit::JitOptions::default()
-    })
-    .expect("JIT starts");
+    });
     let (status, error, depth_after) = {
         let mut vm: Box<Vm<'_>> = Vm::new(&module, Vec::new(), 10_000_000, &mut out).expect("vm");
+        vm.set_diagnostics(&mut diagnostics);
         let here = 0u8;
-        vm.stack_limit = limit(&here as *const u8 as usize);
-        jit.start(&mut vm);
-        vm.tier_up = Some(NonNull::from(&mut jit as &mut dyn TierUp));
-        let status = vm::interp::run_main(&mut vm);
-        vm.out.flush().expect("flush");
-        (status, vm.error.take(), vm.depth)
+        vm.set_stack_limit(limit(&here as *const u8 as usize));
+        let status = vm::runtime::tier::run_main(&mut vm, &mut *jit);
+        vm.flush_output().expect("flush");
+        (status, vm.take_error(), vm.depth())
     };
+    let diagnostics = String::from_utf8_lossy(&diagnostics);
+    assert!(
+        diagnostics.is_empty(),
+        "the JIT started and compiled: {diagnostics}"
+    );
     (
         status,
         error,

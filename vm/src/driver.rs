@@ -18,7 +18,7 @@ use crate::ast::Span;
 use crate::bytecode::{self, Module};
 use crate::diag::{self, Diagnostic};
 use crate::interp;
-use crate::runtime::{self, STATUS_OK, Vm};
+use crate::runtime::{self, STATUS_OK, Vm, tier};
 use crate::vmprof::{Session, VmprofOptions};
 use crate::{check, compile, parser};
 
@@ -188,21 +188,20 @@ pub fn run_with(
     if main_thread_can_hold(needed) {
         return execute(module, args, options, stdout, stderr);
     }
-    std::thread::scope(|s| {
-        let spawned = std::thread::Builder::new()
+    let spawned = std::thread::scope(|s| {
+        std::thread::Builder::new()
             .name("toyvm".into())
             .stack_size(needed)
-            .spawn_scoped(s, || execute(module, args, options, stdout, stderr));
-        match spawned {
-            Ok(handle) => handle.join().unwrap_or(1),
-            Err(e) => {
-                eprintln!(
-                    "error: --max-depth {} needs too much native stack: {e}",
-                    options.max_depth
-                );
-                1
-            }
-        }
+            .spawn_scoped(s, || execute(module, args, options, stdout, stderr))
+            .map(|handle| handle.join().unwrap_or(1))
+    });
+    spawned.unwrap_or_else(|e| {
+        let _ = writeln!(
+            stderr,
+            "error: --max-depth {} needs too much native stack: {e}",
+            options.max_depth
+        );
+        1
     })
 }
 
@@ -238,12 +237,12 @@ fn main_thread_can_hold(needed: usize) -> bool {
 }
 
 /// Creates the VM, runs `<main>`, flushes stdout, reports any error.
-fn execute(
-    module: &Module,
+fn execute<'m>(
+    module: &'m Module,
     args: Vec<String>,
     options: &Options,
-    stdout: &mut (dyn Write + Send),
-    stderr: &mut (dyn Write + Send),
+    stdout: &'m mut (dyn Write + Send),
+    stderr: &'m mut (dyn Write + Send),
 ) -> i32 {
     let mut vm = match Vm::new(module, args, options.max_depth, stdout) {
         Ok(vm) => vm,
@@ -252,6 +251,9 @@ fn execute(
             return 1;
         }
     };
+    // From here on, everything for stderr goes through the VM, the JIT's
+    // diagnostics included.
+    vm.set_diagnostics(stderr);
     vm.heap.set_limit(options.max_heap);
     if options.gc_stress {
         vm.heap.set_stress();
@@ -268,37 +270,42 @@ fn execute(
         // SAFETY: the VM is boxed (it never moves), runs on this thread
         // and lives until the end of this function, after the session:
         // finished below, or dropped first on a panic (declared later).
-        unsafe { start_profile(&mut vm, vmprof, stderr) }.map(|session| (session, vmprof))
+        unsafe { start_profile(&mut vm, vmprof) }.map(|session| (session, vmprof))
     });
     // The JIT (its code memory) must stay alive while the VM runs code;
     // it lives until the end of this function.
     let mut jit = options.tier_up.as_ref().map(|make| make());
-    if let Some(jit) = jit.as_mut() {
-        jit.start(&mut vm);
-        vm.tier_up = Some(std::ptr::NonNull::from(&mut **jit));
-    }
-    let status = interp::run_main(&mut vm);
+    let status = match jit.as_mut() {
+        Some(jit) => tier::run_main(&mut vm, &mut **jit),
+        None => interp::run_main(&mut vm),
+    };
     // Completes the profile before anything else is reported, also after a
     // runtime error (and, through `Session`'s drop, on a panic).
     if let Some((session, vmprof)) = profile {
-        finish_profile(session, vmprof, stderr);
+        finish_profile(session, vmprof, vm.diagnostics());
     }
     let flushed = vm.out.flush();
     let (error, trace) = match (status, flushed) {
-        (STATUS_OK, Ok(())) => return 0,
-        (STATUS_OK, Err(e)) => (e, Vec::new()),
+        (STATUS_OK, Ok(())) => (None, Vec::new()),
+        (STATUS_OK, Err(e)) => (Some(e), Vec::new()),
         (_, _) => {
             let error = vm
                 .error
                 .take()
                 .unwrap_or(runtime::RuntimeError::OutOfMemory);
-            (error, std::mem::take(&mut vm.trace))
+            (Some(error), std::mem::take(&mut vm.trace))
         }
     };
-    let text = runtime::error::render(module, &error, &trace);
-    let _ = stderr.write_all(text.as_bytes());
-    let _ = stderr.flush();
-    1
+    if let Some(error) = &error {
+        let text = runtime::error::render(module, error, &trace);
+        let diagnostics = vm.diagnostics();
+        let _ = diagnostics.write_all(text.as_bytes());
+        let _ = diagnostics.flush();
+    }
+    if let Some(jit) = jit.as_mut() {
+        jit.finish(&mut vm);
+    }
+    i32::from(error.is_some())
 }
 
 /// Starts profiling `vm`; if that fails, says why in one line and lets the
@@ -306,11 +313,7 @@ fn execute(
 ///
 /// # Safety
 /// As for [`Session::start`].
-unsafe fn start_profile(
-    vm: &mut Vm<'_>,
-    options: &VmprofOptions,
-    stderr: &mut (dyn Write + Send),
-) -> Option<Session> {
+unsafe fn start_profile(vm: &mut Vm<'_>, options: &VmprofOptions) -> Option<Session> {
     // SAFETY: the caller's contract.
     match unsafe { Session::start(vm, options) } {
         Ok(session) => Some(session),
@@ -320,7 +323,7 @@ unsafe fn start_profile(
                 other => other.to_string(),
             };
             let _ = writeln!(
-                stderr,
+                vm.diagnostics(),
                 "toyvm: warning: cannot write the profile '{}': {why}; running without --vmprof",
                 options.path.display()
             );

@@ -11,9 +11,13 @@
 //! | tree → bytecode | [`compile`] | [`bytecode::Module`] |
 //! | bytecode → effects | [`interp`] + [`runtime`] | stdout, exit status |
 //!
+//! A JIT plugs in through [`runtime::tier`] and touches the VM only
+//! through [`abi`].
+//!
 //! Compile errors are [`diag::Diagnostic`]s rendered as
 //! `PATH:LINE:COL: error: MESSAGE` with the source line and a caret.
 
+pub mod abi;
 pub mod ast;
 // `#[macro_use]`: the `slow_ops!` pattern the table generates.
 #[macro_use]

@@ -1,39 +1,7 @@
-//! The run-time state shared by the interpreter and (later) JIT code: the
-//! [`Vm`] context, the entry-point ABI, the heap, errors and output.
-//!
-//! # The entry ABI
-//!
-//! Every Toy function is called through [`EntryFn`]:
-//! `unsafe extern "C" fn(vm: *mut Vm, func: u32, base: *mut u64) -> u32`.
-//! `base` points at the callee's register 0 on the value stack, where the
-//! caller has already written the arguments; the callee leaves its result
-//! there too. The return value is a status: [`STATUS_OK`] or
-//! [`STATUS_ERROR`]. On error the failing function has stored the error in
-//! [`Vm::error`] and pushed its own [`TraceEntry`]; every caller pushes its
-//! entry (the call instruction) and returns `STATUS_ERROR` too, so the
-//! traceback is built while unwinding and costs nothing on the fast path.
-//!
-//! [`Vm::entry_table`] holds one entry per function, initially
-//! [`crate::interp::interp_entry`] for all. A JIT replaces an entry with
-//! compiled code (or, for perf, a per-function trampoline calling
-//! `interp_entry` with its function index), and calls other functions
-//! through the same table with the same ABI. An entry must, like the
-//! interpreter's:
-//! 1. fail with [`RuntimeError::DepthExceeded`] (without a trace entry of
-//!    its own: the frame never became active) if `depth == max_depth`;
-//! 2. otherwise write `frames[depth + 1] = FrameRecord { base, func }`
-//!    (the GC, tracebacks and the vmprof sampler walk these), *then* store
-//!    `depth + 1` (in this order: the sampler reads the records from a
-//!    signal handler, see [`crate::vmprof`]), zero its ref registers that
-//!    are not parameters, run, and store the old `depth` back on return,
-//!    error or not.
-//!
-//! Install entries with the unsafe [`Vm::set_entry`]; [`offsets`] gives
-//! the byte offsets of `depth`, `max_depth`, `frames` and `entry_table`
-//! for generated code. Compiled code reports errors with [`Vm::fail`] and
-//! can leave the allocating, printing and parsing instructions to
-//! [`crate::interp::run_slow_op`]. Nothing ever unwinds (panics) across an
-//! entry.
+//! The run-time state shared by the interpreter and JIT code: the [`Vm`]
+//! context, the heap, errors and output. What a JIT may touch is
+//! [`crate::abi`] (the entry ABI, offsets, error recording); the fields of
+//! the [`Vm`] are private to this crate.
 //!
 //! # The value stack and frames
 //!
@@ -62,6 +30,7 @@ pub mod tier;
 use std::io::Write;
 use std::time::Instant;
 
+pub use crate::abi::{EntryFn, FrameRecord, STATUS_ERROR, STATUS_OK, offsets};
 pub use error::{RuntimeError, TraceEntry};
 pub use output::{Output, PendingOutput};
 
@@ -69,41 +38,17 @@ use crate::bytecode::{Const, Module, Op};
 use heap::Heap;
 use region::Region;
 
-// ANCHOR: entry_abi
-/// The calling convention of every Toy function (see the module docs).
-pub type EntryFn = unsafe extern "C" fn(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32;
-
-/// Status returned by an [`EntryFn`]: the call completed.
-pub const STATUS_OK: u32 = 0;
-/// Status returned by an [`EntryFn`]: an error is in [`Vm::error`].
-pub const STATUS_ERROR: u32 = 1;
-
-/// One active frame: where its registers are and which function it runs.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct FrameRecord {
-    /// Register 0 of the frame.
-    pub base: *mut u64,
-    /// Index of the function running in it.
-    pub func: u32,
-}
-// ANCHOR_END: entry_abi
-
-// SAFETY: a null `base` and function 0 are a valid (inactive) record: all
-// fields are plain integers and raw pointers.
-unsafe impl region::Zeroable for FrameRecord {}
-
 /// What the interpreter needs about a function, resolved once per VM.
-pub struct FnRuntime {
+pub(crate) struct FnRuntime {
     /// The function's bytecode (borrowed from the module).
-    pub code: *const Op,
+    pub(crate) code: *const Op,
     /// The constant pool as raw slots (strings already allocated).
-    pub consts: Box<[u64]>,
+    pub(crate) consts: Box<[u64]>,
     /// Ref registers that are not parameters: zeroed on entry.
-    pub zero_regs: Box<[u8]>,
+    pub(crate) zero_regs: Box<[u8]>,
     /// Tier-up countdown: decremented per call and per loop back-edge;
-    /// below zero the interpreter asks [`Vm::tier_up`] (see [`tier`]).
-    pub hotness: i32,
+    /// below zero the interpreter asks the tier-up hook (see [`tier`]).
+    pub(crate) hotness: i32,
 }
 
 // ANCHOR: vm_struct
@@ -112,65 +57,53 @@ pub struct FnRuntime {
 #[repr(C)]
 pub struct Vm<'m> {
     /// Number of active frames (`<main>` is frame 1).
-    pub depth: usize,
+    pub(crate) depth: usize,
     /// Most frames that may be active at once (`--max-depth`).
-    pub max_depth: usize,
+    pub(crate) max_depth: usize,
     /// `frames[1..=depth]` describe the active frames.
-    pub frames: *mut FrameRecord,
+    pub(crate) frames: *mut FrameRecord,
     /// Register 0 of `<main>`.
-    pub stack_base: *mut u64,
+    pub(crate) stack_base: *mut u64,
     /// Entry point of every function, indexed like `module.functions`
     /// (points into `entries`; a raw pointer so JIT code can load from it
     /// at a fixed offset). Change entries with [`Vm::set_entry`].
-    pub entry_table: *mut EntryFn,
+    pub(crate) entry_table: *mut EntryFn,
     /// Lowest native stack pointer at which compiled code may run a frame
     /// (0: no limit); see [`native_stack`].
-    pub stack_limit: usize,
+    pub(crate) stack_limit: usize,
     // ANCHOR_END: vm_struct
     /// Per-function data for the interpreter.
-    pub funcs: Vec<FnRuntime>,
+    pub(crate) funcs: Vec<FnRuntime>,
     /// The program being run.
-    pub module: &'m Module,
+    pub(crate) module: &'m Module,
     /// Strings and arrays.
-    pub heap: Heap,
+    pub(crate) heap: Heap,
     /// Buffered stdout.
-    pub out: Output<'m>,
+    pub(crate) out: Output<'m>,
     /// The error that stopped the script, if any.
-    pub error: Option<RuntimeError>,
+    pub(crate) error: Option<RuntimeError>,
     /// Frames active at the error, innermost first.
-    pub trace: Vec<TraceEntry>,
+    pub(crate) trace: Vec<TraceEntry>,
     /// The script arguments as string objects (roots).
-    pub args: Vec<u64>,
+    pub(crate) args: Vec<u64>,
     /// When the VM started (`clock()` counts from here).
-    pub start: Instant,
+    pub(crate) start: Instant,
     /// Scratch text for `print` and `str`, reused to avoid allocations.
-    pub scratch: String,
-    /// The JIT, if any (see [`tier`]). Owned by whoever runs the VM, and
-    /// kept alive and unmoved while the VM runs.
-    pub tier_up: Option<std::ptr::NonNull<dyn tier::TierUp>>,
+    pub(crate) scratch: String,
+    /// The JIT, if any (see [`tier`]), installed by [`tier::run_main`]
+    /// only while it borrows the hook.
+    pub(crate) tier_up: Option<std::ptr::NonNull<dyn tier::TierUp>>,
     /// Set by a vmprof [`crate::vmprof::Session`] asked for inlined frames:
     /// compiled code then writes a frame record for each call it inlines,
     /// so those calls show in profiles.
-    pub vmprof_inlined_frames: bool,
+    pub(crate) vmprof_inlined_frames: bool,
+    /// Where the tier-up hook and the runtime write diagnostics (warnings,
+    /// `--jit-stats`): the driver's stderr (see [`Vm::set_diagnostics`]).
+    diagnostics: &'m mut (dyn Write + Send),
     /// Owns the entry table; only accessed through `entry_table`.
     entries: Box<[EntryFn]>,
     stack: Region<u64>,
     frame_records: Region<FrameRecord>,
-}
-
-/// Byte offsets of the VM fields that generated code reads or writes.
-pub mod offsets {
-    use super::Vm;
-    /// [`Vm::depth`] (`usize`).
-    pub const DEPTH: usize = std::mem::offset_of!(Vm<'static>, depth);
-    /// [`Vm::max_depth`] (`usize`).
-    pub const MAX_DEPTH: usize = std::mem::offset_of!(Vm<'static>, max_depth);
-    /// [`Vm::frames`] (`*mut FrameRecord`).
-    pub const FRAMES: usize = std::mem::offset_of!(Vm<'static>, frames);
-    /// [`Vm::entry_table`] (`*mut EntryFn`).
-    pub const ENTRY_TABLE: usize = std::mem::offset_of!(Vm<'static>, entry_table);
-    /// [`Vm::stack_limit`] (`usize`).
-    pub const STACK_LIMIT: usize = std::mem::offset_of!(Vm<'static>, stack_limit);
 }
 
 impl<'m> Vm<'m> {
@@ -244,6 +177,8 @@ impl<'m> Vm<'m> {
             scratch: String::new(),
             tier_up: None,
             vmprof_inlined_frames: false,
+            // A zero-sized writer: leaking it allocates nothing.
+            diagnostics: Box::leak(Box::new(std::io::sink())),
             stack,
             frame_records,
         }))
@@ -275,6 +210,77 @@ impl<'m> Vm<'m> {
             .then(|| unsafe { *self.entry_table.add(func as usize) })
     }
 
+    /// The script being run.
+    pub fn module(&self) -> &'m Module {
+        self.module
+    }
+
+    /// The runtime constant pool of `func` (strings as references); empty
+    /// for a function that does not exist.
+    pub fn constants(&self, func: u32) -> &[u64] {
+        self.funcs.get(func as usize).map_or(&[], |rt| &rt.consts)
+    }
+
+    /// True if compiled code should write a frame record for each call it
+    /// inlines (set by a vmprof [`crate::vmprof::Session`] asked for
+    /// inlined frames, so those calls show in profiles).
+    pub fn vmprof_inlined_frames(&self) -> bool {
+        self.vmprof_inlined_frames
+    }
+
+    /// Number of active frames (0 outside a run).
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Sets the lowest native stack pointer at which compiled code may run a
+    /// frame (0: no limit; see [`native_stack`]). A wrong value only makes
+    /// deep recursion fail sooner, or reach the thread's guard page.
+    pub fn set_stack_limit(&mut self, limit: usize) {
+        self.stack_limit = limit;
+    }
+
+    /// Takes the error that stopped the script, if any.
+    pub fn take_error(&mut self) -> Option<RuntimeError> {
+        self.error.take()
+    }
+
+    /// Writes out what the script printed so far.
+    ///
+    /// # Errors
+    /// The stdout write error, as a runtime error.
+    pub fn flush_output(&mut self) -> Result<(), RuntimeError> {
+        self.out.flush()
+    }
+
+    /// Sends diagnostics (JIT warnings, `--jit-stats`, test backtraces) to
+    /// `writer` from now on; until then they are discarded.
+    pub fn set_diagnostics(&mut self, writer: &'m mut (dyn Write + Send)) {
+        self.diagnostics = writer;
+    }
+
+    /// Where diagnostics go (see [`Vm::set_diagnostics`]).
+    pub fn diagnostics(&mut self) -> &mut (dyn Write + Send) {
+        &mut *self.diagnostics
+    }
+
+    /// Records the depth-limit error (an entry whose depth check failed:
+    /// no trace entry, the frame never became active) and returns
+    /// [`STATUS_ERROR`].
+    #[cold]
+    pub fn fail_depth_exceeded(&mut self) -> u32 {
+        self.error = Some(RuntimeError::DepthExceeded(self.max_depth));
+        STATUS_ERROR
+    }
+
+    /// Adds the trace entry of instruction `pc` of `func` (a call whose
+    /// callee failed) and returns [`STATUS_ERROR`].
+    #[cold]
+    pub fn push_trace(&mut self, func: u32, pc: u32) -> u32 {
+        self.trace.push(TraceEntry { func, pc });
+        STATUS_ERROR
+    }
+
     /// Records `error`, raised at instruction `pc` of `func`, and returns
     /// [`STATUS_ERROR`] for the caller to propagate.
     #[cold]
@@ -289,7 +295,7 @@ impl<'m> Vm<'m> {
 
     /// Runs a full collection. Must be called only between instructions,
     /// when every live reference is in a ref register of an active frame.
-    pub fn collect(&mut self) {
+    pub(crate) fn collect(&mut self) {
         let module = self.module;
         let depth = self.depth;
         debug_assert!(depth < self.frame_records.len());

@@ -1,11 +1,13 @@
 //! Tier-up hooks: how the interpreter hands hot code to a JIT.
 //!
 //! The `vm` crate knows nothing about any JIT. It counts, per function, the
-//! calls plus loop back-edges the interpreter executes in
-//! [`FnRuntime::hotness`](super::FnRuntime::hotness) (a countdown: one
+//! calls plus loop back-edges the interpreter executes in a countdown (one
 //! decrement and one sign test per event) and, when a counter goes below
-//! zero, makes a cold call into the [`TierUp`] object installed in
-//! [`Vm::tier_up`]. Without one, the counter is simply reset.
+//! zero, makes a cold call into the [`TierUp`] object of the run
+//! ([`run_main`]). The hook answers with a decision, which this module
+//! applies: enter compiled code, or keep interpreting and ask again after
+//! a [`Countdown`]. Without a hook, a counter that runs out is never asked
+//! about again.
 //!
 //! * At a **call** ([`TierUp::hot_call`]) the JIT may compile the function
 //!   and return its new entry, which the interpreter calls at once.
@@ -13,6 +15,8 @@
 //!   on-stack-replacement entry ([`OsrFn`]) for the loop header: the
 //!   interpreter calls it with the current frame and returns what it returns,
 //!   so a long loop in a function called once still runs compiled.
+
+use std::ptr::NonNull;
 
 use super::{EntryFn, Vm};
 
@@ -24,24 +28,137 @@ use super::{EntryFn, Vm};
 /// `base[0]`).
 pub type OsrFn = unsafe extern "C" fn(vm: *mut Vm<'_>, base: *mut u64) -> u32;
 
+/// When the interpreter next asks the [`TierUp`] hook about a function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Countdown {
+    /// After this many more calls plus back-edges (the event after them asks).
+    After(u32),
+    /// At the function's very next call or back-edge.
+    Next,
+    /// Never again.
+    Never,
+}
+
+impl Countdown {
+    /// The counter value the interpreter decrements: it asks once the
+    /// counter is below zero.
+    fn counter(self) -> i32 {
+        match self {
+            Countdown::After(n) => n.min(i32::MAX as u32) as i32,
+            Countdown::Next => 0,
+            Countdown::Never => i32::MAX,
+        }
+    }
+}
+
+/// What to do at a call whose countdown ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallDecision {
+    /// Call the function's entry, which the hook has just replaced (with
+    /// the unsafe [`Vm::set_entry`]); the function is never asked about
+    /// again.
+    Enter,
+    /// Interpret this call; ask again after the countdown.
+    Interpret(Countdown),
+}
+
+/// What to do at a back-edge whose countdown ran out.
+#[derive(Clone, Copy, Debug)]
+pub enum LoopDecision {
+    /// Finish this activation in the OSR entry; the function's countdown
+    /// becomes the one given.
+    Enter(OsrFn, Countdown),
+    /// Keep interpreting; ask again after the countdown.
+    Interpret(Countdown),
+}
+
 // ANCHOR: tier_up_trait
 /// A JIT, as the interpreter sees it.
-pub trait TierUp {
-    /// Called once, before `<main>` runs: set the initial counters
-    /// (`vm.funcs[f].hotness`) and install entries (e.g. perf trampolines).
+///
+/// # Safety
+/// An OSR entry returned by [`TierUp::hot_loop`] must continue the active
+/// interpreted frame of `func` at `pc` as [`OsrFn`] describes (the
+/// interpreter calls it at once).
+pub unsafe trait TierUp {
+    /// The countdown every function starts with.
+    fn initial_countdown(&self) -> Countdown;
+
+    /// Called once, after every countdown is set and before `<main>` runs:
+    /// compile eagerly, install entries (e.g. perf trampolines), report
+    /// start-up problems on [`Vm::diagnostics`].
     fn start(&mut self, vm: &mut Vm<'_>);
 
-    /// `func`'s counter went below zero at a call. Returns the function's new
-    /// entry if it is compiled now (the JIT has installed it in the entry
-    /// table too); otherwise the JIT should reset the counter.
-    fn hot_call(&mut self, vm: &mut Vm<'_>, func: u32) -> Option<EntryFn>;
+    /// `func`'s countdown ran out at a call. To enter compiled code, the JIT
+    /// installs the new entry in the entry table first.
+    fn hot_call(&mut self, vm: &mut Vm<'_>, func: u32) -> CallDecision;
 
-    /// `func`'s counter went below zero at a back-edge to instruction `pc`.
-    /// Returns an OSR entry for that loop header, or `None` to keep
-    /// interpreting (the JIT should then reset the counter).
-    fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn>;
+    /// `func`'s countdown ran out at a back-edge to instruction `pc`: an
+    /// OSR entry for that loop header, or keep interpreting.
+    fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> LoopDecision;
+
+    /// Called once after the run (and after the driver reported any runtime
+    /// error): complete profiler output, report what failed.
+    fn finish(&mut self, vm: &mut Vm<'_>) {
+        let _ = vm;
+    }
 }
 // ANCHOR_END: tier_up_trait
+
+impl Vm<'_> {
+    /// Sets when the interpreter next asks the hook about `func` (a JIT
+    /// uses it for functions other than the one it was asked about, e.g.
+    /// callees compiled in the same batch). False if there is no such
+    /// function.
+    pub fn set_countdown(&mut self, func: u32, countdown: Countdown) -> bool {
+        match self.funcs.get_mut(func as usize) {
+            Some(rt) => {
+                rt.hotness = countdown.counter();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True if the interpreter counted a call or back-edge of `func` since
+    /// its countdown was set to `start` (and nothing set it since).
+    pub fn has_run_since(&self, func: u32, start: Countdown) -> bool {
+        self.funcs
+            .get(func as usize)
+            .is_some_and(|rt| rt.hotness < start.counter())
+    }
+}
+
+/// Runs `<main>` (see [`crate::interp::run_main`]) with `hook` as the tier:
+/// sets every countdown to the hook's initial one, calls
+/// [`TierUp::start`], runs, and uninstalls the hook, so it is borrowed
+/// exactly as long as the interpreter can call it. [`TierUp::finish`] is
+/// left to the caller.
+pub fn run_main(vm: &mut Vm<'_>, hook: &mut (dyn TierUp + 'static)) -> u32 {
+    let initial = hook.initial_countdown();
+    for func in 0..vm.funcs.len() as u32 {
+        vm.set_countdown(func, initial);
+    }
+    hook.start(vm);
+    /// Uninstalls the hook even if the run unwinds.
+    struct Installed<'a, 'm>(&'a mut Vm<'m>);
+    impl Drop for Installed<'_, '_> {
+        fn drop(&mut self) {
+            self.0.tier_up = None;
+        }
+    }
+    vm.tier_up = Some(NonNull::from(hook));
+    let installed = Installed(vm);
+    crate::interp::run_main(installed.0)
+}
+
+/// Applies `countdown` to `func` through the raw VM pointer.
+///
+/// # Safety
+/// `vm` is valid and not borrowed; `func` is a function index.
+unsafe fn set_countdown(vm: *mut Vm<'_>, func: u32, countdown: Countdown) {
+    // SAFETY: the caller's contract.
+    unsafe { (&mut (*vm).funcs)[func as usize].hotness = countdown.counter() };
+}
 
 /// The interpreter's cold path for a call whose counter ran out.
 ///
@@ -50,13 +167,24 @@ pub trait TierUp {
 #[cold]
 #[inline(never)]
 pub(crate) unsafe fn hot_call(vm: *mut Vm<'_>, func: u32) -> Option<EntryFn> {
-    // SAFETY: the hook object lives outside the VM (see `Vm::tier_up`), so
-    // the two mutable borrows do not alias; nothing else borrows the VM.
-    unsafe {
+    // SAFETY: the hook object lives outside the VM and is installed only
+    // while `run_main` borrows it, so the two mutable borrows do not alias;
+    // nothing else borrows the VM.
+    let decision = unsafe {
         match (*vm).tier_up {
             Some(hook) => (*hook.as_ptr()).hot_call(&mut *vm, func),
-            None => {
-                (&mut (*vm).funcs)[func as usize].hotness = i32::MAX;
+            None => CallDecision::Interpret(Countdown::Never),
+        }
+    };
+    // SAFETY: the caller's contract; the hook's borrow has ended.
+    unsafe {
+        match decision {
+            CallDecision::Enter => {
+                set_countdown(vm, func, Countdown::Never);
+                (*vm).entry(func)
+            }
+            CallDecision::Interpret(countdown) => {
+                set_countdown(vm, func, countdown);
                 None
             }
         }
@@ -69,15 +197,19 @@ pub(crate) unsafe fn hot_call(vm: *mut Vm<'_>, func: u32) -> Option<EntryFn> {
 /// As for [`hot_call`]; `pc` is an instruction index of `func`.
 #[cold]
 #[inline(never)]
-pub(crate) unsafe fn hot_loop(vm: *mut Vm<'_>, func: u32, pc: u32) -> Option<OsrFn> {
+pub(crate) unsafe fn hot_loop(vm: *mut Vm<'_>, func: u32, pc: u32) -> Option<super::tier::OsrFn> {
     // SAFETY: as in `hot_call`.
-    unsafe {
+    let decision = unsafe {
         match (*vm).tier_up {
             Some(hook) => (*hook.as_ptr()).hot_loop(&mut *vm, func, pc),
-            None => {
-                (&mut (*vm).funcs)[func as usize].hotness = i32::MAX;
-                None
-            }
+            None => LoopDecision::Interpret(Countdown::Never),
         }
-    }
+    };
+    let (countdown, osr) = match decision {
+        LoopDecision::Enter(osr, countdown) => (countdown, Some(osr)),
+        LoopDecision::Interpret(countdown) => (countdown, None),
+    };
+    // SAFETY: as in `hot_call`.
+    unsafe { set_countdown(vm, func, countdown) };
+    osr
 }

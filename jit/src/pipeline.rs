@@ -1,0 +1,377 @@
+//! The batch pipeline: regions are defined one by one, then a whole batch
+//! is made final and published in one sequence ([`CodeGen::finish`]):
+//!
+//! 1. **finalize**: Cranelift relocates the batch and the code memory makes
+//!    it executable (`code_memory`);
+//! 2. **locate**: each region's final address, and its line table from
+//!    bytecode positions ([`line_table`]);
+//! 3. **register unwind**: the batch's `.eh_frame` goes to the system
+//!    unwinder ([`system_unwind`]);
+//! 4. **report**: the batch goes to the profiler sinks (perf map, jitdump,
+//!    GDB) in one call;
+//! 5. **install**: entry shims and trampolines go into the VM's entry
+//!    table; OSR variants are handed back to the tiering policy.
+//!
+//! A region exists for the rest of the pipeline only once Cranelift defined
+//! it: a failed definition leaves nothing behind, so nothing downstream
+//! (the `disasm --jit` listings included) can pair with the wrong region.
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::UserFuncName;
+use cranelift_codegen::isa::unwind::UnwindInfo as ClifUnwind;
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module};
+use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
+use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
+use vm::abi::{EntryFn, OsrFn, Vm};
+
+use crate::abi::Imports;
+use crate::disasm::Listing;
+use crate::layout::ArrayLayout;
+use crate::names::region_name;
+use crate::role::Role;
+use crate::{code_memory, line_table, system_unwind};
+
+/// Cranelift, the code memory and the batch of regions defined but not
+/// final yet.
+pub struct CodeGen {
+    module: JITModule,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    isa: OwnedTargetIsa,
+    cie: Option<CommonInformationEntry>,
+    /// The imported helpers and `interp_entry`.
+    pub imports: Imports,
+    /// Where compiled code finds an array's fields.
+    pub array: ArrayLayout,
+    batch: Vec<Defined>,
+    /// Keep each region's IR text for its [`Listing`] (`disasm --jit`).
+    keep_ir: bool,
+    /// Test-only: the region whose compile fails (after its IR is built).
+    #[cfg(test)]
+    pub fail_region: Option<String>,
+}
+
+/// A region defined in the current batch.
+struct Defined {
+    id: FuncId,
+    name: String,
+    func: u32,
+    role: Role,
+    size: usize,
+    fde: Option<FrameDescriptionEntry>,
+    /// (code offset, attribution) rows, sorted (see [`line_table`]).
+    rows: Vec<(u32, line_table::Attribution)>,
+    ir: Option<String>,
+}
+
+/// A region of a finished batch.
+pub struct Finished {
+    /// The function it belongs to.
+    pub func: u32,
+    /// What it is.
+    pub role: Role,
+    /// The entry of an OSR variant (installed nowhere: the tiering policy
+    /// caches it).
+    pub osr: Option<OsrFn>,
+    /// Its listing, when IR is kept.
+    pub listing: Option<Listing>,
+}
+
+impl CodeGen {
+    /// Sets up the host ISA, the code memory and the imports.
+    ///
+    /// # Errors
+    /// A message if the host ISA, the `Vec` layout or the code memory is
+    /// unavailable.
+    pub fn new() -> Result<CodeGen, String> {
+        let array = ArrayLayout::probe().ok_or("unsupported Vec layout")?;
+        let isa = make_isa()?;
+        let mut builder =
+            JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
+        for import in Imports::table() {
+            builder.symbol(import.symbol, import.address);
+        }
+        let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
+        builder.memory_provider(Box::new(memory));
+        let mut module = JITModule::new(builder);
+        let imports = Imports::declare(&mut module, isa.default_call_conv())?;
+        Ok(CodeGen {
+            ctx: module.make_context(),
+            fctx: FunctionBuilderContext::new(),
+            cie: isa.create_systemv_cie(),
+            module,
+            isa,
+            imports,
+            array,
+            batch: Vec::new(),
+            keep_ir: false,
+            #[cfg(test)]
+            fail_region: None,
+        })
+    }
+
+    /// Keeps every region's IR text from now on, for [`Finished::listing`].
+    pub fn keep_ir(&mut self) {
+        self.keep_ir = true;
+    }
+
+    /// The host calling convention.
+    pub fn call_conv(&self) -> CallConv {
+        self.isa.default_call_conv()
+    }
+
+    /// Declares the region of `func` with `role` (named by [`region_name`]).
+    ///
+    /// # Errors
+    /// The module's message.
+    pub fn declare(&mut self, vm: &Vm<'_>, func: u32, role: Role) -> Result<FuncId, String> {
+        let module = vm.module();
+        let name = region_name(module, func, role);
+        let sig = role.signature(&module.functions[func as usize], self.call_conv());
+        (self.module)
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Builds the body of region `id` (declared by [`CodeGen::declare`]) with
+    /// `build`, compiles it and adds it to the batch.
+    ///
+    /// # Errors
+    /// Cranelift's message, or the unwind table not fitting after the code
+    /// (see [`code_memory::UNWIND_TAIL`]).
+    pub fn define(
+        &mut self,
+        vm: &Vm<'_>,
+        func: u32,
+        role: Role,
+        id: FuncId,
+        build: impl FnOnce(&mut FunctionBuilder<'_>, &mut JITModule, &Imports),
+    ) -> Result<(), String> {
+        let module = vm.module();
+        let name = region_name(module, func, role);
+        self.ctx.func.signature =
+            role.signature(&module.functions[func as usize], self.call_conv());
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            build(&mut b, &mut self.module, &self.imports);
+            b.finalize(self.module.target_config());
+        }
+        let ir = self.keep_ir.then(|| self.ctx.func.display().to_string());
+        let defined = self.compile(id, name, func, role, ir);
+        self.module.clear_context(&mut self.ctx);
+        self.batch.push(defined?);
+        Ok(())
+    }
+
+    /// Compiles `self.ctx` as region `id`: its size, unwind entry and line
+    /// rows.
+    fn compile(
+        &mut self,
+        id: FuncId,
+        name: String,
+        func: u32,
+        role: Role,
+        ir: Option<String>,
+    ) -> Result<Defined, String> {
+        #[cfg(test)]
+        if self.fail_region.as_deref() == Some(name.as_str()) {
+            return Err(format!("{name}: injected failure"));
+        }
+        (self.module)
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| format!("{name}: {e:?}"))?;
+        let compiled = self.ctx.compiled_code().ok_or("no compiled code")?;
+        let size = compiled.code_buffer().len();
+        let fde = match compiled.create_unwind_info(&*self.isa) {
+            Ok(Some(ClifUnwind::SystemV(info))) => {
+                Some(info.to_fde(perfsupport::unwind::REGION_START))
+            }
+            _ => None,
+        };
+        let ranges: Vec<_> = (compiled.buffer.get_srclocs_sorted().iter())
+            .map(|s| (s.start, s.end, s.loc))
+            .collect();
+        let rows = line_table::attribute(&line_table::Compiled {
+            ranges: &ranges,
+            block_starts: &compiled.bb_starts,
+            edges: &compiled.bb_edges,
+        });
+        self.check_room(size, fde.as_ref())
+            .map_err(|e| format!("{name}: {e}"))?;
+        Ok(Defined {
+            id,
+            name,
+            func,
+            role,
+            size,
+            fde,
+            rows,
+            ir,
+        })
+    }
+
+    /// Checks that what perf maps for a region of `size` bytes with `fde`
+    /// (perfsupport's `reserved_region_size`) fits in the room the code
+    /// memory leaves after it.
+    fn check_room(&self, size: usize, fde: Option<&FrameDescriptionEntry>) -> Result<(), String> {
+        let unwind = match (&self.cie, fde) {
+            (Some(cie), Some(fde)) => Some(UnwindInfo { cie, fde }),
+            _ => None,
+        };
+        let reserved = perfsupport::unwind::reserved_region_size(size as u64, unwind)
+            .map_err(|e| format!("unwind table: {e}"))?;
+        let room = code_memory::room_from_start(size) as u64;
+        if reserved > room {
+            return Err(format!(
+                "perf needs {reserved} bytes from the region's start, the code memory leaves {room}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// True if regions are waiting for [`CodeGen::finish`].
+    pub fn has_batch(&self) -> bool {
+        !self.batch.is_empty()
+    }
+
+    // ANCHOR: finish
+    /// Makes the batch final and publishes it (see the module docs);
+    /// sink failures are reported on the VM's diagnostics.
+    ///
+    /// # Errors
+    /// Cranelift's message if the batch cannot be finalized (then nothing
+    /// of it is published).
+    pub fn finish(
+        &mut self,
+        vm: &mut Vm<'_>,
+        profilers: &Profilers,
+    ) -> Result<Vec<Finished>, String> {
+        let batch = std::mem::take(&mut self.batch);
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.module
+            .finalize_definitions()
+            .map_err(|e| format!("{e:?}"))?;
+        let module = vm.module();
+        let lines: Vec<Vec<LineEntry<'_>>> = (batch.iter()).map(|d| line_rows(module, d)).collect();
+        let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
+            .map(|(d, rows)| self.region(d, rows))
+            .collect();
+        if let Ok(eh_frame) = perfsupport::unwind::eh_frame_for_register_frame(&regions) {
+            system_unwind::register(eh_frame);
+        }
+        for failure in profilers.register(&regions) {
+            let _ = writeln!(vm.diagnostics(), "perfsupport: {failure}");
+        }
+        let listings: Vec<Option<Listing>> = (batch.iter().zip(&regions))
+            .map(|(d, r)| d.ir.as_ref().map(|ir| Listing::new(&d.name, d.func, ir, r)))
+            .collect();
+        drop(regions);
+        Ok((batch.into_iter().zip(listings))
+            .map(|(d, listing)| self.install(vm, d, listing))
+            .collect())
+    }
+    // ANCHOR_END: finish
+
+    /// The final code of `d` as a region for the sinks.
+    fn region<'a>(&'a self, d: &'a Defined, rows: &'a [LineEntry<'a>]) -> CodeRegion<'a> {
+        let start = self.module.get_finalized_function(d.id);
+        // SAFETY: cranelift-jit placed `size` bytes of final code at
+        // `start` (the size recorded at define time), now mapped read+exec
+        // and never freed (see `code_memory`).
+        let code = unsafe { std::slice::from_raw_parts(start, d.size) };
+        let region = CodeRegion::new(code, &d.name).with_lines(rows);
+        match (&self.cie, &d.fde) {
+            (Some(cie), Some(fde)) => region.with_unwind(UnwindInfo { cie, fde }),
+            _ => region,
+        }
+    }
+
+    /// Installs `d` according to its role.
+    fn install(&self, vm: &mut Vm<'_>, d: Defined, listing: Option<Listing>) -> Finished {
+        let ptr = self.module.get_finalized_function(d.id);
+        let mut osr = None;
+        match d.role {
+            Role::Native => {}
+            Role::EntryShim | Role::Trampoline => {
+                // SAFETY: `ptr` is a finalized function with the entry ABI
+                // signature (`Role::signature`), built for `d.func` by
+                // `abi::build_entry_shim` or `abi::build_trampoline`, which
+                // follow the entry ABI; code memory is never freed.
+                unsafe {
+                    let entry = std::mem::transmute::<*const u8, EntryFn>(ptr);
+                    vm.set_entry(d.func, entry);
+                }
+            }
+            Role::Osr { .. } => {
+                // SAFETY: `ptr` is a finalized OSR variant of `d.func` with
+                // the `OsrFn` signature (`Role::signature`).
+                osr = Some(unsafe { std::mem::transmute::<*const u8, OsrFn>(ptr) });
+            }
+        }
+        Finished {
+            func: d.func,
+            role: d.role,
+            osr,
+            listing,
+        }
+    }
+}
+
+// ANCHOR: line_rows
+/// The line table of `d` for the sinks: one row per change of source
+/// position, inside the code.
+fn line_rows<'a>(module: &'a vm::bytecode::Module, d: &Defined) -> Vec<LineEntry<'a>> {
+    let mut rows: Vec<LineEntry<'a>> = Vec::with_capacity(d.rows.len());
+    for &(offset, attribution) in &d.rows {
+        let (line, column) = line_table::position(module, d.func, attribution);
+        let same = |r: &LineEntry<'_>| r.line == line && r.column == column;
+        if offset as usize >= d.size || rows.last().is_some_and(same) {
+            continue;
+        }
+        rows.push(LineEntry {
+            offset,
+            file: &module.path,
+            line,
+            column,
+        });
+    }
+    rows
+}
+// ANCHOR_END: line_rows
+
+// ANCHOR: make_isa
+/// The ISA: host CPU, `speed`, frame pointers kept (for perf's call graphs).
+fn make_isa() -> Result<OwnedTargetIsa, String> {
+    let mut flags = settings::builder();
+    let set =
+        |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("{k}: {e}"));
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "preserve_frame_pointers", "true")?;
+    set(&mut flags, "unwind_info", "true")?;
+    // Machine block starts and edges, for the line tables' fallback
+    // (`line_table`): metadata only, the code is the same.
+    set(&mut flags, "machine_code_cfg_info", "true")?;
+    set(&mut flags, "is_pic", "false")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )?;
+    let builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
+    builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| format!("host ISA: {e}"))
+}
+// ANCHOR_END: make_isa

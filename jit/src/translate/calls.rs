@@ -1,0 +1,81 @@
+//! Calls: of compiled callees (directly, native convention), of anything
+//! else (through the entry table), and of the memory-based helpers.
+
+use super::*;
+
+impl Translator<'_, '_> {
+    pub(super) fn call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        callee: u16,
+        base_reg: Reg,
+        dst: Reg,
+        pc: usize,
+    ) {
+        let cf = &self.env.module.functions[callee as usize];
+        self.array_fields.clear();
+        if self.inline_budget.take(cf) {
+            self.inline_leaf(b, callee, base_reg, dst, pc);
+            return;
+        }
+        let callee_base = b
+            .ins()
+            .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
+        let (status, result) = match (self.env.natives)(callee as u32) {
+            Some(id) => {
+                let mut args = vec![self.vm, callee_base];
+                for (i, (_, ty)) in cf.params.iter().enumerate() {
+                    args.push(self.read_as(b, base_reg + i as u8, clif_type(ty)));
+                }
+                let fref = self.helper(b, id);
+                let inst = b.ins().call(fref, &args);
+                let results = b.inst_results(inst);
+                (results[1], Some(results[0]))
+            }
+            None => {
+                for i in 0..cf.params.len() {
+                    self.spill(b, base_reg as usize + i);
+                }
+                let table = b
+                    .ins()
+                    .load(types::I64, flags(), self.vm, offsets::ENTRY_TABLE as i32);
+                let entry = b.ins().load(types::I64, flags(), table, callee as i32 * 8);
+                let sig = b.import_signature(entry_signature(self.env.call_conv));
+                let func = b.ins().iconst(types::I32, callee as i64);
+                let inst = b
+                    .ins()
+                    .call_indirect(sig, entry, &[self.vm, func, callee_base]);
+                (b.inst_results(inst)[0], None)
+            }
+        };
+        self.trace_if_failed(b, status, pc);
+        if let Some(ret) = &cf.ret {
+            let value = match result {
+                Some(v) => v,
+                None => b.ins().load(clif_type(ret), flags(), callee_base, 0),
+            };
+            self.write(b, dst as usize, value);
+        }
+    }
+
+    /// Runs `op` through a memory-based helper: stores its scalar operands,
+    /// calls `call` (which returns a status), reloads its result.
+    pub(super) fn via_frame(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        op: &Op,
+        call: impl FnOnce(&mut Self, &mut FunctionBuilder<'_>) -> Value,
+    ) {
+        self.array_fields.clear();
+        for r in op.regs().filter(|r| r.access.reads()) {
+            self.spill(b, r.reg as usize);
+        }
+        let status = call(self, b);
+        // The helper has recorded the error already.
+        let exit = self.error_exit(b);
+        self.exit_if(b, status, exit, &[], &[]);
+        for r in op.regs().filter(|r| r.access.writes()) {
+            self.reload(b, r.reg as usize);
+        }
+    }
+}
