@@ -549,10 +549,20 @@ mod tests {
             "{warned}"
         );
         // The IR without its first line, which names the region by its
-        // `FuncId` (numbered in declaration order).
+        // `FuncId`, and with the `FuncId`s of called functions (`u0:N`)
+        // blanked: ids are numbered in declaration order, so they shift
+        // when a compile fails.
         let body = |ir: &str| {
-            ir.split_once('\n')
-                .map_or(String::new(), |(_, b)| b.to_string())
+            let body = ir.split_once('\n').map_or("", |(_, b)| b);
+            let mut out = String::with_capacity(body.len());
+            let mut rest = body;
+            while let Some(at) = rest.find("u0:") {
+                out.push_str(&rest[..at + 3]);
+                out.push('_');
+                rest = rest[at + 3..].trim_start_matches(|c: char| c.is_ascii_digit());
+            }
+            out.push_str(rest);
+            out
         };
         (listings.into_iter())
             .map(|l| (l.name, body(&l.ir), l.code.len()))
@@ -573,6 +583,11 @@ mod tests {
         assert_eq!(with_failure.len(), expected.len());
         for (got, want) in with_failure.iter().zip(&expected) {
             assert_eq!(got.0, want.0);
+            // `<main>` calls f2: through the entry table once f2 failed,
+            // so its own code differs. Every other region is unchanged.
+            if got.0.contains(":<main>:") {
+                continue;
+            }
             assert_eq!(got.1, want.1, "IR of {}", got.0);
             assert_eq!(got.2, want.2, "code of {}", got.0);
         }
