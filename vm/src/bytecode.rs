@@ -56,13 +56,14 @@ pub const MAX_REGS: usize = 256;
 
 // ANCHOR: op_intro
 // The instruction table: every instruction declared once, here. It
-// generates `Op`, `Op::name`, `Op::operands`, `Op::flags` and the
-// `slow_ops!` pattern (see `table.rs` for the roles, classes and flags).
-// Field names: `dst` is written, `a`/`b`/`src` are read, `imm` is an
-// immediate, `k` a constant-pool index, `target` an instruction index in
-// the same function. Adding an instruction = one row here + one arm in
-// `interp::run` (or `interp::slow_op` for a `slow` row) + one arm in the
-// JIT's `translate` (none for a `slow` row: it calls the interpreter's).
+// generates `Op`, `Op::opcode`, `Op::name`, `Op::operands`, `Op::flags`
+// and the interpreter's handler table (see `table.rs` for the roles,
+// classes and flags). Field names: `dst` is written, `a`/`b`/`src` are
+// read, `imm` is an immediate, `k` a constant-pool index, `target` an
+// instruction index in the same function. Adding an instruction = one row
+// here + one handler in `interp::handlers` (or one arm in
+// `interp::slow::slow_op` for a `slow` row) + one arm in the JIT's
+// `translate` (none for a `slow` row: it calls the interpreter's).
 instruction_table! {
   inline {
     // --- moves and constants ---
@@ -257,8 +258,7 @@ instruction_table! {
 }
 
 impl Op {
-    /// Whether this is one of the table's `slow` instructions
-    /// (the `slow_ops!` pattern).
+    /// Whether this is one of the table's `slow` instructions.
     pub fn is_slow(&self) -> bool {
         self.flags().contains(Flags::SLOW)
     }
@@ -285,7 +285,7 @@ impl Op {
     }
 }
 
-// The dispatch loop copies one instruction per step; keep it one word.
+// The interpreter reads one instruction per step; keep it one word.
 const _: () = assert!(std::mem::size_of::<Op>() <= 8);
 
 /// A constant-pool entry. Strings are materialised as heap objects when a
@@ -421,6 +421,23 @@ mod tests {
             vec![Op::LoadInt { dst: 0, imm: 1 }],
             vec![],
             vec![Op::Return { src: 0 }],
+            // Division by a zero immediate (the compiler emits `DivI`).
+            vec![
+                Op::DivIImm {
+                    dst: 0,
+                    a: 0,
+                    imm: 0,
+                },
+                Op::ReturnVoid,
+            ],
+            vec![
+                Op::RemIImm {
+                    dst: 0,
+                    a: 0,
+                    imm: 0,
+                },
+                Op::ReturnVoid,
+            ],
         ];
         for code in bad {
             assert!(verify(&tiny(code.clone())).is_err(), "{code:?}");

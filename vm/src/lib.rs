@@ -19,7 +19,7 @@
 
 pub mod abi;
 pub mod ast;
-// `#[macro_use]`: the `slow_ops!` pattern the table generates.
+// `#[macro_use]`: `with_instruction_names!`, which the table generates.
 #[macro_use]
 pub mod bytecode;
 pub mod check;

@@ -256,9 +256,10 @@ macro_rules! operand {
     (num16, $name:expr, $v:expr) => { $crate::bytecode::Operand::Num($name, $v as u32) };
 }
 
-/// Generates [`super::Op`], its `name`, `operands` and `flags`, and the
-/// `slow_ops!` pattern from the rows of the table: an `inline` section and
-/// a `slow` section (whose rows get [`Flags::SLOW`]).
+/// Generates [`super::Op`], its `opcode`, `name`, `operands` and `flags`,
+/// and the `with_instruction_names!` callback from the rows of the table:
+/// an `inline` section and a `slow` section (whose rows get
+/// [`Flags::SLOW`]).
 macro_rules! instruction_table {
     (
         inline {
@@ -296,6 +297,11 @@ macro_rules! instruction_table {
     ) => {
         /// One bytecode instruction, generated from the table in
         /// [`crate::bytecode`] (see there for the field conventions).
+        ///
+        /// `#[repr(u8)]`: the first byte is the discriminant, numbered in
+        /// table order from 0 ([`Op::opcode`]), which the interpreter uses
+        /// to index its handler table.
+        #[repr(u8)]
         #[derive(Clone, Copy, Debug, PartialEq)]
         pub enum Op {
             $(
@@ -313,6 +319,20 @@ macro_rules! instruction_table {
         )*
 
         impl Op {
+            /// Every instruction's name, in opcode order.
+            pub const NAMES: [&'static str; Op::COUNT] = [$(stringify!($name)),*];
+
+            /// How many instructions the table declares.
+            pub const COUNT: usize = [$(stringify!($name)),*].len();
+
+            /// The instruction's opcode: its row in the table, `0..COUNT`.
+            #[inline(always)]
+            pub fn opcode(&self) -> u8 {
+                // SAFETY: `Op` is `#[repr(u8)]`, so its first byte is the
+                // discriminant (RFC 2195), and every `Op` is initialized.
+                unsafe { *(self as *const Op).cast::<u8>() }
+            }
+
             /// The instruction's name, as the disassembler shows it.
             pub fn name(&self) -> &'static str {
                 match self {
@@ -340,13 +360,14 @@ macro_rules! instruction_table {
             }
         }
 
-        /// The instructions of the table's `slow` section, as a pattern.
-        /// The interpreter runs them out of line
-        /// ([`crate::interp::run_slow_op`]) and the JIT calls that same
-        /// code, so a new slow instruction is handled everywhere.
-        /// Crate-internal (textual scope: `#[macro_use] mod bytecode`).
-        macro_rules! slow_ops {
-            () => { $($crate::bytecode::Op::$slow { .. })|* };
+        /// Calls `$callback!` with the name of every instruction, in
+        /// opcode order, then the names of the `slow` section:
+        /// `$callback!([Move LoadInt ...] [Concat NewArray ...])`. The
+        /// interpreter builds its handler table with it, so a row without
+        /// a handler does not compile. Crate-internal (textual scope:
+        /// `#[macro_use] mod bytecode`).
+        macro_rules! with_instruction_names {
+            ($callback:ident) => { $callback!([$($name)*] [$($slow)*]); };
         }
     };
 }

@@ -133,6 +133,11 @@ impl Checker<'_> {
                     return Err((pc, "call arguments outside the frame".into()));
                 }
             }
+            // The compiler keeps `x / 0` and `x % 0` as `DivI`/`RemI`, which
+            // raise the error; a zero immediate has no defined meaning.
+            if let Op::DivIImm { imm: 0, .. } | Op::RemIImm { imm: 0, .. } = op {
+                return Err((pc, "division by a zero immediate".into()));
+            }
             if let Op::Return { .. } = op
                 && f.ret.is_none()
             {

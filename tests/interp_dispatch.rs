@@ -1,0 +1,180 @@
+//! The interpreter's dispatch, checked on the machine code of the release
+//! binary: every instruction has a handler function
+//! (`vm::interp::handlers::<Name>`), and every handler continues with a
+//! tail *jump* to the next handler, never a call.
+//!
+//! Rust does not guarantee tail calls; LLVM makes them here because all
+//! handlers share one signature and keep nothing on the stack past the
+//! call (see `vm/src/interp/mod.rs`). If a change ever made one handler
+//! `call` the next instead, each instruction it runs would leave a frame
+//! behind and a long loop would overflow the native stack; this test fails
+//! first. It also checks that every handler keeps the frame pointer
+//! (`push rbp; mov rbp, rsp`), so that `perf record -g` walks through the
+//! interpreter.
+
+use std::collections::BTreeMap;
+
+use iced_x86::{Code, Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+
+/// The handler name in a legacy-mangled `vm::interp::handlers::<Name>`
+/// symbol (`_ZN2vm6interp8handlers4MulF17h...E`), if it is one.
+fn handler_name(symbol: &str) -> Option<&str> {
+    let rest = symbol.strip_prefix("_ZN2vm6interp8handlers")?;
+    let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+    let len: usize = rest[..digits].parse().ok()?;
+    let name = rest.get(digits..digits + len)?;
+    rest[digits + len..].starts_with("17h").then_some(name)
+}
+
+/// One handler's code.
+struct Handler {
+    /// Its symbol's handler name: the instruction's own, or that of an
+    /// identical handler LLVM merged it with (`ForPrep` and `JmpIfNotLtI`
+    /// are the same code).
+    symbol: String,
+    code: Vec<Instruction>,
+}
+
+/// The handler of every opcode, read from the release `toyvm` binary: the
+/// entries of its `HANDLERS` table (through their relocations in a
+/// position-independent binary), each decoded up to its symbol's size.
+fn handlers() -> Vec<Handler> {
+    let path = env!("CARGO_BIN_EXE_toyvm");
+    let data = std::fs::read(path).expect("read the toyvm binary");
+    let file = object::File::parse(&*data).expect("parse the toyvm binary");
+    let mut functions = BTreeMap::new();
+    let mut table = None;
+    for symbol in file.symbols() {
+        let Some(name) = symbol.name().ok().and_then(handler_name) else {
+            continue;
+        };
+        match symbol.kind() {
+            SymbolKind::Data if name == "HANDLERS" => table = Some(symbol),
+            SymbolKind::Text if symbol.size() > 0 => {
+                functions.insert(symbol.address(), (name.to_string(), symbol));
+            }
+            _ => {}
+        }
+    }
+    let table = table.expect("the HANDLERS table's symbol");
+    let count = vm::bytecode::Op::COUNT;
+    assert_eq!(
+        table.size(),
+        8 * count as u64,
+        "HANDLERS has one entry per opcode"
+    );
+    // A PIE binary stores each entry as a relative relocation's addend;
+    // a fixed-address one, in the section data.
+    let mut entries = vec![0u64; count];
+    for (offset, reloc) in file.dynamic_relocations().into_iter().flatten() {
+        if (table.address()..table.address() + table.size()).contains(&offset) {
+            entries[((offset - table.address()) / 8) as usize] = reloc.addend() as u64;
+        }
+    }
+    if entries.iter().all(|&e| e == 0) {
+        let section = file
+            .section_by_index(table.section_index().unwrap())
+            .unwrap();
+        let bytes = section
+            .data_range(table.address(), table.size())
+            .unwrap()
+            .unwrap();
+        for (i, chunk) in bytes.chunks(8).enumerate() {
+            entries[i] = u64::from_le_bytes(chunk.try_into().unwrap());
+        }
+    }
+    entries
+        .iter()
+        .enumerate()
+        .map(|(op, address)| {
+            let (symbol, sym) = functions.get(address).unwrap_or_else(|| {
+                panic!(
+                    "HANDLERS[{op}] ({}) = {address:#x} is no handler function",
+                    vm::bytecode::Op::NAMES[op]
+                )
+            });
+            let section = file.section_by_index(sym.section_index().unwrap()).unwrap();
+            let bytes = section
+                .data_range(sym.address(), sym.size())
+                .unwrap()
+                .unwrap();
+            let mut decoder = Decoder::with_ip(64, bytes, sym.address(), DecoderOptions::NONE);
+            Handler {
+                symbol: symbol.clone(),
+                code: decoder.iter().collect(),
+            }
+        })
+        .collect()
+}
+
+/// A `call` or `jmp` to a computed address: through a register, or through
+/// memory addressed by registers (a table entry, like the dispatch). A
+/// `call [rip+X]` calls a library function through its GOT slot (`fmod`,
+/// `memcmp`), a fixed target, and does not count.
+fn is_computed(i: &Instruction, mnemonic: Mnemonic) -> bool {
+    i.mnemonic() == mnemonic
+        && match i.op0_kind() {
+            OpKind::Register => true,
+            OpKind::Memory => i.memory_base() != Register::RIP,
+            _ => false,
+        }
+}
+
+#[test]
+fn every_instruction_has_a_handler_that_jumps_to_the_next() {
+    let handlers = handlers();
+    let mut problems = Vec::new();
+    for (h, name) in handlers.iter().zip(vm::bytecode::Op::NAMES) {
+        let name = if h.symbol == name {
+            name.to_string()
+        } else {
+            format!("{name} (merged into {})", h.symbol)
+        };
+        // The frame pointer is kept: perf walks through the interpreter.
+        let prologue: Vec<Code> = h.code.iter().take(2).map(|i| i.code()).collect();
+        let keeps_rbp = prologue == [Code::Push_r64, Code::Mov_rm64_r64]
+            && h.code[0].op0_register() == Register::RBP
+            && h.code[1].op0_register() == Register::RBP
+            && h.code[1].op1_register() == Register::RSP;
+        if !keeps_rbp {
+            problems.push(format!(
+                "{name}: does not start with push rbp; mov rbp, rsp"
+            ));
+        }
+        // No call of a handler through the table: only `Call` calls a
+        // computed address (the callee's entry), exactly once.
+        let indirect_calls = h
+            .code
+            .iter()
+            .filter(|i| is_computed(i, Mnemonic::Call))
+            .count();
+        let wanted_calls = usize::from(h.symbol == "Call");
+        if indirect_calls != wanted_calls {
+            problems.push(format!(
+                "{name}: {indirect_calls} calls of a computed address, expected {wanted_calls}"
+            ));
+        }
+        // It continues with a jump to a computed address (the dispatch),
+        // unless it only ever returns.
+        let returns_only = matches!(h.symbol.as_str(), "Return" | "ReturnVoid");
+        let jumps = h.code.iter().any(|i| is_computed(i, Mnemonic::Jmp));
+        if !returns_only && !jumps {
+            problems.push(format!("{name}: no indirect jump to the next handler"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_mangled_name_parser_reads_handler_symbols() {
+    assert_eq!(
+        handler_name("_ZN2vm6interp8handlers4MulF17h0123456789abcdefE"),
+        Some("MulF")
+    );
+    assert_eq!(
+        handler_name("_ZN2vm6interp8handlers8HANDLERS17h0123456789abcdefE"),
+        Some("HANDLERS")
+    );
+    assert_eq!(handler_name("_ZN2vm6interp12interp_entry17h0E"), None);
+}

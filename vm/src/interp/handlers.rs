@@ -1,0 +1,435 @@
+//! One handler per instruction. A handler executes its instruction in the
+//! frame `regs` and continues with [`next`]: it loads the next
+//! instruction's handler from [`HANDLERS`] (indexed by opcode) and calls it
+//! in tail position, which LLVM turns into a jump (see the dispatch section
+//! of the module docs in [`super`]). Jumps continue with [`jump`], returns
+//! return.
+//!
+//! Every handler has the signature [`Handler`]: the frame, the address of
+//! its own instruction, and the [`Activation`] (what the handlers of one
+//! call share). Three arguments, all in machine registers, and nothing
+//! kept on the stack across the tail call. Errors, tier-up and trace
+//! entries leave through `#[cold]` functions, so the hot path of each
+//! handler is its instruction, one table load and one jump.
+//!
+//! # Safety (every handler)
+//! A handler is called only by [`start`] or by another handler, with `ip`
+//! inside the verified code of `cx.func` and `regs` that function's active
+//! frame. Register operands are `< frame_size`, constant indexes and jump
+//! targets in range (verified bytecode, see [`super`]). Heap references
+//! read from typed ref registers are live objects of the register's static
+//! type (the GC root invariant), and no collection runs while a borrow of
+//! an object obtained here is alive. `cx.vm` is accessed one field at a
+//! time, so a nested call's accesses alias nothing a handler holds.
+
+use std::hint::unreachable_unchecked;
+
+use crate::bytecode::{Op, Reg};
+use crate::runtime::heap::{arr_mut, str_ref};
+use crate::runtime::{RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, tier};
+
+use super::slow::slow_op;
+
+/// What the handlers of one activation (one interpreted call) share,
+/// set up once by `run` on its stack.
+pub(super) struct Activation<'v> {
+    /// The VM.
+    pub(super) vm: *mut Vm<'v>,
+    /// The function running.
+    pub(super) func: u32,
+    /// Its instruction 0.
+    pub(super) code: *const Op,
+    /// Its constant pool, as raw slots.
+    pub(super) consts: *const u64,
+    /// Its tier-up countdown (`FnRuntime::hotness`).
+    pub(super) hotness: *mut i32,
+}
+
+/// The frame's registers: register `r` is the 64-bit slot `r` of the
+/// function's window on the value stack. Typed accessors keep the handlers
+/// close to the instruction table's doc lines.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub(super) struct Regs(*mut u64);
+
+impl Regs {
+    /// Register `r`'s raw bits.
+    #[inline(always)]
+    unsafe fn get(self, r: Reg) -> u64 {
+        // SAFETY: `r < frame_size` (verified), the frame is in the stack.
+        unsafe { *self.0.add(r as usize) }
+    }
+
+    /// Sets register `r`'s raw bits.
+    #[inline(always)]
+    unsafe fn set(self, r: Reg, v: u64) {
+        // SAFETY: as for `get`.
+        unsafe { *self.0.add(r as usize) = v }
+    }
+
+    /// Register `r` as an `int`.
+    #[inline(always)]
+    unsafe fn int(self, r: Reg) -> i64 {
+        unsafe { self.get(r) as i64 }
+    }
+
+    /// Register `r` as a `float`.
+    #[inline(always)]
+    unsafe fn flt(self, r: Reg) -> f64 {
+        unsafe { f64::from_bits(self.get(r)) }
+    }
+
+    #[inline(always)]
+    unsafe fn set_int(self, r: Reg, v: i64) {
+        unsafe { self.set(r, v as u64) }
+    }
+
+    #[inline(always)]
+    unsafe fn set_flt(self, r: Reg, v: f64) {
+        unsafe { self.set(r, v.to_bits()) }
+    }
+
+    #[inline(always)]
+    unsafe fn set_bool(self, r: Reg, v: bool) {
+        unsafe { self.set(r, v as u64) }
+    }
+
+    /// The address of register `r` (a callee's window).
+    #[inline(always)]
+    unsafe fn at(self, r: Reg) -> *mut u64 {
+        unsafe { self.0.add(r as usize) }
+    }
+}
+
+/// The type of every handler: the frame, the handler's own instruction,
+/// the activation. Returns the activation's status ([`STATUS_OK`] or
+/// [`STATUS_ERROR`]) once a `Return` or an error ends it.
+type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
+
+/// Runs the activation `cx` from instruction 0 in the frame `regs`.
+///
+/// # Safety
+/// `cx` describes the active frame of `cx.func` at `regs` (see the module
+/// docs).
+pub(super) unsafe fn start(regs: *mut u64, cx: &Activation<'_>) -> u32 {
+    // SAFETY: the caller's contract; instruction 0 exists (every function
+    // ends in a return).
+    unsafe { next(Regs(regs), cx.code, cx) }
+}
+
+// ANCHOR: next
+/// Continues with the instruction at `ip`: one load of its opcode, one of
+/// its handler, and a call in tail position that LLVM emits as `jmp`.
+#[inline(always)]
+unsafe fn next(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+    // SAFETY: `ip` is an instruction of the verified code, and
+    // `opcode() < Op::COUNT`, the table's length.
+    unsafe {
+        let handler = *HANDLERS.get_unchecked((*ip).opcode() as usize);
+        handler(regs, ip, cx)
+    }
+}
+// ANCHOR_END: next
+
+// ANCHOR: back_edge
+/// Continues at instruction `target`. A jump backwards is a loop
+/// back-edge, counted for tier-up; when the count runs out the JIT may
+/// hand back an OSR entry that finishes this activation in compiled code.
+#[inline(always)]
+unsafe fn jump(regs: Regs, ip: *const Op, cx: &Activation<'_>, target: u32) -> u32 {
+    // SAFETY: `target` is in range (verified); `hotness` is the running
+    // function's countdown.
+    unsafe {
+        let to = cx.code.add(target as usize);
+        if to <= ip {
+            *cx.hotness -= 1;
+            if *cx.hotness < 0 {
+                return loop_tier_up(regs, to, cx, target);
+            }
+        }
+        next(regs, to, cx)
+    }
+}
+// ANCHOR_END: back_edge
+
+/// A back-edge's countdown ran out: asks the tier-up hook, and finishes
+/// the activation in the OSR entry it hands back, if any, or continues at
+/// `to`. Cold and out of line, and it continues the dispatch itself, so
+/// that the jump handlers keep nothing in callee-saved registers.
+#[cold]
+#[inline(never)]
+unsafe fn loop_tier_up(regs: Regs, to: *const Op, cx: &Activation<'_>, target: u32) -> u32 {
+    // SAFETY: the frame is the active one of `cx.func`, at an instruction
+    // boundary (the OSR contract); `to` is the verified `target`.
+    unsafe {
+        match tier::hot_loop(cx.vm, cx.func, target) {
+            Some(osr) => osr(cx.vm, regs.0),
+            None => next(regs, to, cx),
+        }
+    }
+}
+
+/// Records `err`, raised at the instruction at `ip`, and ends the
+/// activation with [`STATUS_ERROR`].
+///
+/// The status goes through `black_box`: LLVM would otherwise see that the
+/// cold functions below always return the same constant, return it from
+/// the handler itself, and so turn their tail call into a call that needs
+/// a frame, which it then builds only on the cold path ("shrink-wrapping")
+/// and the handler's hot path would run without a frame pointer.
+#[inline(always)]
+unsafe fn raise(cx: &Activation<'_>, ip: *const Op, err: RuntimeError) -> u32 {
+    // SAFETY: `ip` is in the code of `cx.func`; `vm` is not borrowed.
+    let status = unsafe { (*cx.vm).fail(err, cx.func, ip.offset_from(cx.code) as usize) };
+    std::hint::black_box(status)
+}
+
+// The errors a handler raises, each a cold function of plain scalars: a
+// handler jumps to it in tail position, so the handler needs no stack of
+// its own for it (a `RuntimeError` argument would be built in its frame).
+
+/// `DivI` by zero.
+#[cold]
+#[inline(never)]
+unsafe fn division_by_zero(cx: &Activation<'_>, ip: *const Op) -> u32 {
+    unsafe { raise(cx, ip, RuntimeError::DivisionByZero) }
+}
+
+/// `RemI` by zero.
+#[cold]
+#[inline(never)]
+unsafe fn modulo_by_zero(cx: &Activation<'_>, ip: *const Op) -> u32 {
+    unsafe { raise(cx, ip, RuntimeError::ModuloByZero) }
+}
+
+/// `GetElem`/`SetElem` outside `0..len`.
+#[cold]
+#[inline(never)]
+unsafe fn index_out_of_range(cx: &Activation<'_>, ip: *const Op, index: i64, len: usize) -> u32 {
+    unsafe { raise(cx, ip, RuntimeError::IndexOutOfRange { index, len }) }
+}
+
+/// `Pop` of an empty array.
+#[cold]
+#[inline(never)]
+unsafe fn pop_empty(cx: &Activation<'_>, ip: *const Op) -> u32 {
+    unsafe { raise(cx, ip, RuntimeError::PopEmpty) }
+}
+
+/// The callee of the `Call` at `ip` failed: adds this call site to the
+/// traceback and propagates the error.
+#[cold]
+#[inline(never)]
+unsafe fn call_failed(cx: &Activation<'_>, ip: *const Op) -> u32 {
+    // SAFETY: as for `raise`.
+    unsafe {
+        (*cx.vm).trace.push(TraceEntry {
+            func: cx.func,
+            pc: ip.offset_from(cx.code) as u32,
+        });
+    }
+    // As in `raise`: keeps the call in `Call` a tail call.
+    std::hint::black_box(STATUS_ERROR)
+}
+
+/// Defines one handler per row: `Name { fields } => body`. The row's
+/// fields are bound from the instruction; after the body the handler
+/// continues with the next instruction (a body that jumps or returns
+/// never gets there). `|regs, ip, cx|` names the three arguments for the
+/// bodies.
+macro_rules! handlers {
+    (|$regs:ident, $ip:ident, $cx:ident|
+     $( $name:ident $({ $($field:ident),* })? => $body:expr ),* $(,)?) => {
+        $(
+            #[allow(non_snake_case, unreachable_code, unused_variables, clippy::neg_cmp_op_on_partial_ord)]
+            unsafe fn $name($regs: Regs, $ip: *const Op, $cx: &Activation<'_>) -> u32 {
+                // SAFETY: see the module docs; `ip` holds an `Op::$name`
+                // (the table sent us here by its opcode).
+                unsafe {
+                    let Op::$name $({ $($field),* })? = *$ip else { unreachable_unchecked() };
+                    $body;
+                    next($regs, $ip.add(1), $cx)
+                }
+            }
+        )*
+    };
+}
+
+handlers! { |regs, ip, cx|
+    // --- moves and constants ---
+    Move { dst, src } => regs.set(dst, regs.get(src)),
+    LoadInt { dst, imm } => regs.set_int(dst, imm as i64),
+    LoadConst { dst, k } => regs.set(dst, *cx.consts.add(k as usize)),
+
+    // ANCHOR: handlers_arith
+    // --- int arithmetic (wrapping) ---
+    AddI { dst, a, b } => regs.set_int(dst, regs.int(a).wrapping_add(regs.int(b))),
+    SubI { dst, a, b } => regs.set_int(dst, regs.int(a).wrapping_sub(regs.int(b))),
+    MulI { dst, a, b } => regs.set_int(dst, regs.int(a).wrapping_mul(regs.int(b))),
+    DivI { dst, a, b } => {
+        let d = regs.int(b);
+        if d == 0 {
+            return division_by_zero(cx, ip);
+        }
+        regs.set_int(dst, regs.int(a).wrapping_div(d))
+    },
+    RemI { dst, a, b } => {
+        let d = regs.int(b);
+        if d == 0 {
+            return modulo_by_zero(cx, ip);
+        }
+        regs.set_int(dst, regs.int(a).wrapping_rem(d))
+    },
+    // ANCHOR_END: handlers_arith
+    AndI { dst, a, b } => regs.set_int(dst, regs.int(a) & regs.int(b)),
+    OrI { dst, a, b } => regs.set_int(dst, regs.int(a) | regs.int(b)),
+    XorI { dst, a, b } => regs.set_int(dst, regs.int(a) ^ regs.int(b)),
+    ShlI { dst, a, b } => regs.set_int(dst, regs.int(a).wrapping_shl(regs.int(b) as u32)),
+    ShrI { dst, a, b } => regs.set_int(dst, regs.int(a).wrapping_shr(regs.int(b) as u32)),
+    NegI { dst, src } => regs.set_int(dst, regs.int(src).wrapping_neg()),
+    AddIImm { dst, a, imm } => regs.set_int(dst, regs.int(a).wrapping_add(imm as i64)),
+    MulIImm { dst, a, imm } => regs.set_int(dst, regs.int(a).wrapping_mul(imm as i64)),
+    // The verifier rejects a zero immediate, so these never trap.
+    DivIImm { dst, a, imm } => {
+        std::hint::assert_unchecked(imm != 0);
+        regs.set_int(dst, regs.int(a).wrapping_div(imm as i64))
+    },
+    RemIImm { dst, a, imm } => {
+        std::hint::assert_unchecked(imm != 0);
+        regs.set_int(dst, regs.int(a).wrapping_rem(imm as i64))
+    },
+
+    // --- float arithmetic (IEEE) ---
+    AddF { dst, a, b } => regs.set_flt(dst, regs.flt(a) + regs.flt(b)),
+    SubF { dst, a, b } => regs.set_flt(dst, regs.flt(a) - regs.flt(b)),
+    MulF { dst, a, b } => regs.set_flt(dst, regs.flt(a) * regs.flt(b)),
+    DivF { dst, a, b } => regs.set_flt(dst, regs.flt(a) / regs.flt(b)),
+    RemF { dst, a, b } => regs.set_flt(dst, regs.flt(a) % regs.flt(b)),
+    NegF { dst, src } => regs.set_flt(dst, -regs.flt(src)),
+
+    // --- comparisons producing a bool ---
+    EqI { dst, a, b } => regs.set_bool(dst, regs.get(a) == regs.get(b)),
+    NeI { dst, a, b } => regs.set_bool(dst, regs.get(a) != regs.get(b)),
+    LtI { dst, a, b } => regs.set_bool(dst, regs.int(a) < regs.int(b)),
+    LeI { dst, a, b } => regs.set_bool(dst, regs.int(a) <= regs.int(b)),
+    EqF { dst, a, b } => regs.set_bool(dst, regs.flt(a) == regs.flt(b)),
+    NeF { dst, a, b } => regs.set_bool(dst, regs.flt(a) != regs.flt(b)),
+    LtF { dst, a, b } => regs.set_bool(dst, regs.flt(a) < regs.flt(b)),
+    LeF { dst, a, b } => regs.set_bool(dst, regs.flt(a) <= regs.flt(b)),
+    EqS { dst, a, b } => regs.set_bool(dst, str_ref(regs.get(a)) == str_ref(regs.get(b))),
+    NeS { dst, a, b } => regs.set_bool(dst, str_ref(regs.get(a)) != str_ref(regs.get(b))),
+    LtS { dst, a, b } => regs.set_bool(dst, str_ref(regs.get(a)) < str_ref(regs.get(b))),
+    LeS { dst, a, b } => regs.set_bool(dst, str_ref(regs.get(a)) <= str_ref(regs.get(b))),
+    Not { dst, src } => regs.set(dst, regs.get(src) ^ 1),
+
+    // --- control flow (`!(a < b)` is deliberate: NaN operands jump) ---
+    Jmp { target } => return jump(regs, ip, cx, target),
+    JmpIf { a, target } => if regs.get(a) != 0 { return jump(regs, ip, cx, target) },
+    JmpIfNot { a, target } => if regs.get(a) == 0 { return jump(regs, ip, cx, target) },
+    JmpIfNotLtI { a, b, target } => if regs.int(a) >= regs.int(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotLeI { a, b, target } => if regs.int(a) > regs.int(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotEqI { a, b, target } => if regs.get(a) != regs.get(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotNeI { a, b, target } => if regs.get(a) == regs.get(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotLtIImm { a, imm, target } => if regs.int(a) >= imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotLeIImm { a, imm, target } => if regs.int(a) > imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotGtIImm { a, imm, target } => if regs.int(a) <= imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotGeIImm { a, imm, target } => if regs.int(a) < imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotEqIImm { a, imm, target } => if regs.int(a) != imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotNeIImm { a, imm, target } => if regs.int(a) == imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotLtF { a, b, target } => if !(regs.flt(a) < regs.flt(b)) { return jump(regs, ip, cx, target) },
+    JmpIfNotLeF { a, b, target } => if !(regs.flt(a) <= regs.flt(b)) { return jump(regs, ip, cx, target) },
+    JmpIfLtF { a, b, target } => if regs.flt(a) < regs.flt(b) { return jump(regs, ip, cx, target) },
+    JmpIfLeF { a, b, target } => if regs.flt(a) <= regs.flt(b) { return jump(regs, ip, cx, target) },
+    ForPrep { counter, end, target } => {
+        if regs.int(counter) >= regs.int(end) {
+            return jump(regs, ip, cx, target);
+        }
+    },
+    ForLoop { counter, end, target } => {
+        let next = regs.int(counter) + 1;
+        regs.set_int(counter, next);
+        if next < regs.int(end) {
+            return jump(regs, ip, cx, target);
+        }
+    },
+
+    // ANCHOR: call_op
+    // --- calls: one native call of the callee's entry ---
+    Call { dst, func, base } => {
+        let entry = *(*cx.vm).entry_table.add(func as usize);
+        if entry(cx.vm, func as u32, regs.at(base)) != STATUS_OK {
+            return call_failed(cx, ip);
+        }
+        regs.set(dst, regs.get(base))
+    },
+    // ANCHOR_END: call_op
+    Return { src } => {
+        regs.set(0, regs.get(src));
+        return STATUS_OK;
+    },
+    ReturnVoid => return STATUS_OK,
+
+    // --- strings and arrays ---
+    LenS { dst, src } => regs.set_int(dst, str_ref(regs.get(src)).len() as i64),
+    GetElem { dst, arr, idx } => {
+        let a = arr_mut(regs.get(arr));
+        let i = regs.int(idx);
+        match a.elems.get(i as usize) {
+            Some(&v) if i >= 0 => regs.set(dst, v),
+            _ => return index_out_of_range(cx, ip, i, a.elems.len()),
+        }
+    },
+    SetElem { arr, idx, val } => {
+        let a = arr_mut(regs.get(arr));
+        let i = regs.int(idx);
+        let len = a.elems.len();
+        match a.elems.get_mut(i as usize) {
+            Some(slot) if i >= 0 => *slot = regs.get(val),
+            _ => return index_out_of_range(cx, ip, i, len),
+        }
+    },
+    LenA { dst, src } => regs.set_int(dst, arr_mut(regs.get(src)).elems.len() as i64),
+    Pop { dst, arr } => match arr_mut(regs.get(arr)).elems.pop() {
+        Some(v) => regs.set(dst, v),
+        None => return pop_empty(cx, ip),
+    },
+
+    // --- other builtins ---
+    IntToFloat { dst, src } => regs.set_flt(dst, regs.int(src) as f64),
+    FloatToInt { dst, src } => regs.set_int(dst, regs.flt(src) as i64),
+    Sqrt { dst, src } => regs.set_flt(dst, regs.flt(src).sqrt()),
+}
+
+/// The handler of every `slow` instruction: runs it out of line
+/// ([`slow_op`]), then continues.
+#[inline(always)]
+unsafe fn slow(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+    // SAFETY: see the module docs; `slow_op` takes the index of the next
+    // instruction.
+    unsafe {
+        let pc = ip.offset_from(cx.code) as usize;
+        if slow_op(cx.vm, cx.func, regs.0, *ip, pc + 1) != STATUS_OK {
+            return STATUS_ERROR;
+        }
+        next(regs, ip.add(1), cx)
+    }
+}
+
+/// The handler table, in opcode order, from the instruction table's names:
+/// one handler above per inline row (a missing one does not compile) and
+/// one [`slow`] wrapper per slow row.
+macro_rules! handler_table {
+    ([$($name:ident)*] [$($slow:ident)*]) => {
+        $(
+            #[allow(non_snake_case)]
+            unsafe fn $slow(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+                // SAFETY: as for every handler.
+                unsafe { slow(regs, ip, cx) }
+            }
+        )*
+
+        /// Every instruction's handler, indexed by [`Op::opcode`].
+        static HANDLERS: [Handler; Op::COUNT] = [$($name),*];
+    };
+}
+with_instruction_names!(handler_table);
