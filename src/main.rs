@@ -226,6 +226,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
     let jitdump_dir_env = std::env::var_os("JITDUMPDIR").filter(|dir| !dir.is_empty());
     let jit_options = jit::JitOptions {
         threshold: (!run.no_jit).then(|| run.jit_threshold.unwrap_or(jit::DEFAULT_THRESHOLD)),
+        cost_model: run.jit_threshold.is_none(),
         perf_map: run.perf,
         jitdump_dir: run.perf_jitdump.then(|| {
             run.perf_dir

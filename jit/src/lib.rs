@@ -25,6 +25,7 @@
 mod abi;
 mod callgraph;
 mod code_memory;
+mod cost;
 pub mod disasm;
 mod helpers;
 mod layout;
@@ -71,6 +72,10 @@ pub const BACKTRACE_ENV: &str = "TOYVM_JIT_BACKTRACE";
 pub struct JitOptions {
     /// Compile after this many calls plus back-edges; `None` never compiles.
     pub threshold: Option<u32>,
+    /// Scale each function's threshold by its estimated compile cost, with
+    /// `threshold` as the floor (the default tiering, see `cost`); false
+    /// takes `threshold` literally (an explicit `--jit-threshold`).
+    pub cost_model: bool,
     /// Write `/tmp/perf-<pid>.map` (and build trampolines).
     pub perf_map: bool,
     /// Write `<dir>/jit-<pid>.dump` (and build trampolines).

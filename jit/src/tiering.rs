@@ -30,7 +30,21 @@ use crate::disasm::Listing;
 use crate::pipeline::{CodeGen, Finished};
 use crate::role::Role;
 use crate::translate::{self, Env};
-use crate::{JitOptions, NO_UNWIND_ENV, abi, callgraph, limits, perf_env};
+use crate::{JitOptions, NO_UNWIND_ENV, abi, callgraph, cost, limits, perf_env};
+
+/// A callee joins its caller's batch once it ran this fraction (1/N) of
+/// its own threshold (see [`Jit::hot_batch`]).
+const CALLEE_WARM_SHARE: u32 = 8;
+
+/// Events after which a function with an OSR variant but no native
+/// function is asked about again: soon, so that a later activation enters
+/// the variant early in its loop.
+const OSR_REASK: u32 = 50;
+
+/// Asks after which a function with an OSR variant is compiled whole: it
+/// is being called again and again, not running one long loop
+/// ([`Jit::osr_reask`]).
+const WHOLE_AFTER_ASKS: u32 = 16;
 
 /// Where one function stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +70,8 @@ impl FnState {
         }
     }
 
-    /// When the interpreter asks about a function in this state next.
+    /// When the interpreter asks about a function in this state next
+    /// (`initial`: the function's own threshold).
     fn countdown(self, initial: Countdown) -> Countdown {
         match self {
             FnState::Interpreted => initial,
@@ -73,6 +88,11 @@ pub struct Jit {
     functions: Vec<FnState>,
     /// OSR variants by (function, loop header); `None`: cannot compile.
     osr: HashMap<(u32, u32), Option<OsrFn>>,
+    /// Each function's threshold (see [`crate::cost`]), set at start.
+    thresholds: Vec<u32>,
+    /// Per function: times the interpreter asked about it while it had an
+    /// OSR variant but no native function (see [`Jit::osr_reask`]).
+    osr_asks: Vec<u32>,
     profilers: Profilers,
     /// Problems met in [`Jit::new`], reported by [`TierUp::start`].
     startup_warnings: Vec<String>,
@@ -123,6 +143,8 @@ impl Jit {
             codegen: CodeGen::new()?,
             functions: Vec::new(),
             osr: HashMap::new(),
+            thresholds: Vec::new(),
+            osr_asks: Vec::new(),
             profilers,
             startup_warnings,
             listings: None,
@@ -137,7 +159,7 @@ impl Jit {
     pub(crate) fn compile_all_for_listing(&mut self, vm: &mut Vm<'_>) -> Vec<Listing> {
         self.codegen.keep_ir();
         self.listings = Some(Vec::new());
-        self.functions = vec![FnState::Interpreted; vm.module().functions.len()];
+        self.set_up(vm);
         let order = callgraph::callee_first_order(vm.module());
         self.compile_functions(vm, &order, &order);
         self.listings.take().unwrap_or_default()
@@ -294,9 +316,8 @@ impl Jit {
         let started = Instant::now();
         self.finish_batch(vm);
         let finish = started.elapsed();
-        let initial = self.initial_countdown();
         for &(f, _, _) in &done {
-            vm.set_countdown(f, self.state(f).countdown(initial));
+            vm.set_countdown(f, self.state(f).countdown(self.initial(f)));
         }
         // Each function's time: its own IR building and code generation
         // (native and/or shim) plus its share of the batch's finalize/report.
@@ -371,13 +392,66 @@ impl Jit {
         }
     }
 
-    /// The batch for a hot `func`: it and the callees it reaches that have
-    /// run and are still interpreted, callees first.
+    /// The batch for a hot `func`: it and the callees it reaches that are
+    /// still interpreted and warm (ran at least [`CALLEE_WARM_SHARE`] of
+    /// their own threshold), callees first. A callee that ran a handful of
+    /// times stays out: compiled code calls it through the entry table,
+    /// and it tiers up by itself if it gets hot (a `<main>` calling 5,000
+    /// functions once each compiles none of them).
     fn hot_batch(&self, vm: &Vm<'_>, func: u32) -> Vec<u32> {
-        let initial = self.initial_countdown();
         callgraph::with_callees(vm.module(), func, |c| {
-            self.state(c) == FnState::Interpreted && vm.has_run_since(c, initial)
+            let warm = (self.thresholds[c as usize] / CALLEE_WARM_SHARE).max(1);
+            self.state(c) == FnState::Interpreted && vm.runs_since(c, self.initial(c)) >= warm
         })
+    }
+
+    /// The countdown `func` starts with: its threshold.
+    fn initial(&self, func: u32) -> Countdown {
+        match self.options.threshold {
+            None => Countdown::Never,
+            Some(_) => Countdown::After(self.thresholds[func as usize]),
+        }
+    }
+
+    /// Per-function state and thresholds for `vm`'s module, and every
+    /// function's countdown set to its threshold.
+    fn set_up(&mut self, vm: &mut Vm<'_>) {
+        let module = vm.module();
+        let n = module.functions.len();
+        self.functions = vec![FnState::Interpreted; n];
+        self.osr_asks = vec![0; n];
+        let base = self.options.threshold.unwrap_or(0);
+        self.thresholds = (0..n as u32)
+            .map(|f| match self.options.cost_model {
+                true => cost::threshold(module, f, base),
+                false => base,
+            })
+            .collect();
+        for f in 0..n as u32 {
+            vm.set_countdown(f, self.initial(f));
+        }
+    }
+
+    /// The interpreter asked again about `func`, which has an OSR variant
+    /// but no native function. A function whose loop got hot in one long
+    /// activation is done with OSR; one called again and again reaches
+    /// here at each call: after [`WHOLE_AFTER_ASKS`] asks it is compiled
+    /// whole (with its warm callees, as at a call). True if it was.
+    fn osr_reask(&mut self, vm: &mut Vm<'_>, func: u32) -> bool {
+        let asks = &mut self.osr_asks[func as usize];
+        *asks += 1;
+        if *asks < WHOLE_AFTER_ASKS {
+            return false;
+        }
+        let batch = self.hot_batch(vm, func);
+        self.compile_functions(vm, &batch, &[]);
+        self.state(func) != FnState::Interpreted
+    }
+
+    /// True if `func` has an OSR variant that compiled (`hot_loop` counts
+    /// its first ask then).
+    fn has_osr(&self, func: u32) -> bool {
+        self.osr_asks[func as usize] > 0
     }
 }
 
@@ -401,7 +475,7 @@ unsafe impl TierUp for Jit {
             warn(vm, format_args!("{warning}"));
         }
         let n = vm.module().functions.len();
-        self.functions = vec![FnState::Interpreted; n];
+        self.set_up(vm);
         if self.options.threshold == Some(0) {
             let order = callgraph::callee_first_order(vm.module());
             // `<main>` is always entered through the entry table.
@@ -434,6 +508,14 @@ unsafe impl TierUp for Jit {
             FnState::Refused => return CallDecision::Interpret(Countdown::Never),
             // Compiled earlier in a batch of callees: only the shim is new.
             FnState::Native(_) => self.compile_functions(vm, &[], &[func]),
+            // Its loop tiered up through OSR: this call's loop will enter
+            // the variant; compiled whole only if it keeps being called.
+            FnState::Interpreted if self.has_osr(func) => {
+                if !self.osr_reask(vm, func) {
+                    return CallDecision::Interpret(Countdown::After(OSR_REASK));
+                }
+                self.compile_functions(vm, &[], &[func]);
+            }
             FnState::Interpreted => {
                 let batch = self.hot_batch(vm, func);
                 self.compile_functions(vm, &batch, &[func]);
@@ -451,17 +533,36 @@ unsafe impl TierUp for Jit {
         if self.options.threshold.is_none() {
             return LoopDecision::Interpret(Countdown::Never);
         }
-        // A function hot enough for OSR gets compiled whole too, so its
-        // later calls run the native code from their start.
-        if self.state(func) == FnState::Interpreted {
-            let batch = self.hot_batch(vm, func);
-            self.compile_functions(vm, &batch, &[]);
+        // One compile: the OSR variant (with the warm callees it calls, as
+        // native functions). The function is compiled whole only if it
+        // keeps being called (`osr_reask`), not on the chance that it will.
+        let cached = self.osr.contains_key(&(func, pc));
+        match self.state(func) {
+            FnState::Interpreted if cached => {
+                if self.has_osr(func) {
+                    self.osr_reask(vm, func);
+                }
+            }
+            FnState::Interpreted if !self.over_budget(vm, func) => {
+                let mut batch = self.hot_batch(vm, func);
+                batch.retain(|&f| f != func);
+                self.compile_functions(vm, &batch, &[]);
+            }
+            _ => {}
         }
         if !self.osr.contains_key(&(func, pc)) {
             self.compile_osr(vm, func, pc);
         }
+        if self.osr.get(&(func, pc)).is_some_and(Option::is_some) {
+            self.osr_asks[func as usize] = self.osr_asks[func as usize].max(1);
+        }
         let osr = self.osr.get(&(func, pc)).copied().flatten();
         match (osr, self.state(func)) {
+            // Later activations start interpreted and enter the variant
+            // at this back-edge, soon.
+            (Some(osr), FnState::Interpreted) => {
+                LoopDecision::Enter(osr, Countdown::After(OSR_REASK))
+            }
             // This activation leaves the interpreter: the shim can wait for
             // the first entry-table call; another interpreted activation's
             // back-edge lands here and gets the OSR variant.
@@ -472,6 +573,9 @@ unsafe impl TierUp for Jit {
                 self.compile_functions(vm, &[], &[func]);
                 LoopDecision::Interpret(Countdown::Never)
             }
+            // No variant (over the budget, or it failed): a call may still
+            // compile the function whole.
+            (None, FnState::Interpreted) => LoopDecision::Interpret(self.initial(func)),
             (None, _) => LoopDecision::Interpret(Countdown::Never),
         }
     }
