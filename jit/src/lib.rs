@@ -23,8 +23,10 @@
 //! which the driver points at its stderr: the crate never prints itself.
 
 mod abi;
+mod background;
 mod callgraph;
 mod code_memory;
+mod compiler;
 mod cost;
 pub mod disasm;
 mod helpers;
@@ -40,6 +42,7 @@ mod system_unwind;
 mod tiering;
 mod translate;
 
+pub use background::{DELAY_ENV, THREAD_NAME};
 pub use perf_env::{PERF_BUILDID_DIR, forget_perf_buildid_dir};
 
 use std::path::PathBuf;
@@ -76,6 +79,11 @@ pub struct JitOptions {
     /// `threshold` as the floor (the default tiering, see `cost`); false
     /// takes `threshold` literally (an explicit `--jit-threshold`).
     pub cost_model: bool,
+    /// Compile on the compiler thread (`toyvm-jit`) while the interpreter
+    /// keeps running (the default tiering); false compiles on the
+    /// interpreter's thread when a countdown runs out. Threshold 0 always
+    /// compiles everything before `<main>` runs.
+    pub background: bool,
     /// Write `/tmp/perf-<pid>.map` (and build trampolines).
     pub perf_map: bool,
     /// Write `<dir>/jit-<pid>.dump` (and build trampolines).
