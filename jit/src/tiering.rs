@@ -103,6 +103,8 @@ pub struct Jit {
     startup_warnings: Vec<String>,
     /// [`TierUp::finish`] ran.
     finished: bool,
+    /// The compiler moves to its thread at the next request.
+    go_background: bool,
 }
 
 impl Jit {
@@ -153,6 +155,7 @@ impl Jit {
             pending_osr: HashSet::new(),
             startup_warnings,
             finished: false,
+            go_background: false,
             options,
         })
     }
@@ -210,14 +213,27 @@ impl Jit {
         self.functions[func as usize]
     }
 
+    /// True if requests go (or will go) to the compiler thread.
     fn background(&self) -> bool {
-        matches!(self.mode, Mode::Background(_))
+        self.go_background || matches!(self.mode, Mode::Background(_))
     }
 
     /// Runs `request`: now, on this thread (and applies what came of it),
     /// or queued for the compiler thread (the functions it names are then
     /// pending until their states come back).
     fn run(&mut self, vm: &mut Vm<'_>, request: Request) {
+        if std::mem::take(&mut self.go_background)
+            && let Mode::Inline(compiler) = &mut self.mode
+            && let Some(compiler) = compiler.take()
+        {
+            self.mode = match Background::start(*compiler, Program::of(vm)) {
+                Ok(background) => Mode::Background(background),
+                Err(e) => {
+                    warn(vm, format_args!("toyvm: warning: JIT: {e}"));
+                    Mode::Stopped
+                }
+            };
+        }
         match &mut self.mode {
             Mode::Inline(Some(compiler)) => {
                 let mut out = Vec::new();
@@ -439,20 +455,10 @@ unsafe impl TierUp for Jit {
             compiler.trampolines(&*vm, &mut out);
             self.apply(vm, out);
         }
-        // The compiler moves to its thread once the eager work is done.
-        if self.options.background
-            && self.options.threshold.is_some_and(|t| t > 0)
-            && let Mode::Inline(compiler) = &mut self.mode
-            && let Some(compiler) = compiler.take()
-        {
-            self.mode = match Background::start(*compiler, Program::of(vm)) {
-                Ok(background) => Mode::Background(background),
-                Err(e) => {
-                    warn(vm, format_args!("toyvm: warning: JIT: {e}"));
-                    Mode::Stopped
-                }
-            };
-        }
+        // The compiler moves to its thread at the first request (a run
+        // that compiles nothing pays for no thread and no program copy).
+        self.go_background =
+            self.options.background && self.options.threshold.is_some_and(|t| t > 0);
     }
 
     fn hot_call(&mut self, vm: &mut Vm<'_>, func: u32) -> CallDecision {
