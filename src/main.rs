@@ -64,6 +64,12 @@ struct RunArgs {
     #[arg(long, value_name = "N", conflicts_with = "no_jit")]
     jit_threshold: Option<u32>,
 
+    /// Compile on a background thread (`toyvm-jit`) while the interpreter
+    /// keeps running, as the default tiering does, also with an explicit
+    /// --jit-threshold N (N > 0).
+    #[arg(long, conflicts_with = "no_jit")]
+    jit_background: bool,
+
     /// Write /tmp/perf-PID.map for `perf report`, and run interpreted
     /// functions through per-function trampolines so perf names them.
     #[arg(long)]
@@ -226,6 +232,8 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
     let jitdump_dir_env = std::env::var_os("JITDUMPDIR").filter(|dir| !dir.is_empty());
     let jit_options = jit::JitOptions {
         threshold: (!run.no_jit).then(|| run.jit_threshold.unwrap_or(jit::DEFAULT_THRESHOLD)),
+        cost_model: run.jit_threshold.is_none(),
+        background: run.jit_threshold.is_none() || run.jit_background,
         perf_map: run.perf,
         jitdump_dir: run.perf_jitdump.then(|| {
             run.perf_dir

@@ -17,12 +17,15 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{ToyRun, repo_root, toyvm};
+use common::{ToyRun, repo_root, toyvm_in};
 
 /// The tiers every program runs in: the flags given to `toyvm run`.
-/// The interpreter, the default tier (tier-up at the default threshold),
-/// everything compiled before it runs, and a tiny threshold that mixes
-/// interpreted and compiled frames and enters loops through OSR.
+/// The interpreter, the default tier (cost-scaled thresholds, compiled on
+/// the background thread), everything compiled before it runs, and a tiny
+/// threshold that mixes interpreted and compiled frames and enters loops
+/// through OSR: compiled on the interpreter's thread, on the background
+/// thread, and on a background thread made slow ([`SLOW_COMPILER`]), so
+/// that code arrives while the interpreter has run on.
 /// `--gc-stress` collects at every allocation and poisons freed objects,
 /// so a missing GC root (in the interpreter or in compiled code) shows up
 /// as a mismatch here.
@@ -31,9 +34,15 @@ const TIERS: &[&[&str]] = &[
     &[],
     &["--jit-threshold", "0"],
     &["--jit-threshold", "2"],
+    &["--jit-threshold", "2", "--jit-background"],
+    &["--jit-threshold", "2", "--jit-background", SLOW_COMPILER],
     &["--no-jit", "--gc-stress"],
     &["--jit-threshold", "0", "--gc-stress"],
 ];
+
+/// Not a flag: the tier runs with `TOYVM_JIT_DELAY_US=300` (the compiler
+/// thread sleeps before each request).
+const SLOW_COMPILER: &str = "(TOYVM_JIT_DELAY_US=300)";
 
 /// What a program's comments say it must do.
 #[derive(Debug, Default)]
@@ -140,10 +149,14 @@ fn run_program(root: &Path, path: &Path) -> Vec<String> {
     let mut first_stderr: Option<(String, String)> = None;
     for tier in TIERS {
         let mut argv: Vec<&str> = vec!["run"];
-        argv.extend_from_slice(tier);
+        argv.extend(tier.iter().filter(|&&f| f != SLOW_COMPILER));
         argv.push(&name);
         argv.extend(exp.args.iter().map(String::as_str));
-        let run = toyvm(&argv);
+        let env: &[(&str, &str)] = match tier.contains(&SLOW_COMPILER) {
+            true => &[("TOYVM_JIT_DELAY_US", "300")],
+            false => &[],
+        };
+        let run = toyvm_in(root, &argv, env);
         let tier_name = tier.join(" ");
         for problem in exp.check(&run) {
             failures.push(format!("{name} [{tier_name}]: {problem}"));

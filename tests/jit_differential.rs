@@ -6,9 +6,12 @@
 //! functions, recursion, and runtime errors that come up naturally (a
 //! divisor that happens to be 0, an index out of range, `pop` of an empty
 //! array, `parse_int` of bad text, the call-depth limit). Each program runs
-//! with `--no-jit`, `--jit-threshold 0` (everything compiled) and
-//! `--jit-threshold 3` (OSR and mixed interpreted/compiled frames). The seed
-//! is fixed, so failures reproduce; a mismatch prints the program.
+//! with `--no-jit`, `--jit-threshold 0` (everything compiled),
+//! `--jit-threshold 3` (OSR and mixed interpreted/compiled frames), the
+//! same compiled on the background thread (`--jit-background`), and on a
+//! slow background thread (`TOYVM_JIT_DELAY_US`: code arrives while the
+//! interpreter has run on). The seed is fixed, so failures reproduce; a
+//! mismatch prints the program.
 
 mod common;
 
@@ -506,16 +509,23 @@ fn random_programs_agree_across_tiers() {
         let path = dir.join(format!("p{n}.toy"));
         std::fs::write(&path, &source).expect("write program");
         let path = path.to_string_lossy().into_owned();
+        let background = ["run", "--jit-threshold", "3", "--jit-background"];
         let runs: Vec<(String, common::ToyRun)> = [
-            vec!["run", "--no-jit", "--max-depth", "200"],
-            vec!["run", "--jit-threshold", "0", "--max-depth", "200"],
-            vec!["run", "--jit-threshold", "3", "--max-depth", "200"],
+            (vec!["run", "--no-jit"], None),
+            (vec!["run", "--jit-threshold", "0"], None),
+            (vec!["run", "--jit-threshold", "3"], None),
+            (background.to_vec(), None),
+            (background.to_vec(), Some(("TOYVM_JIT_DELAY_US", "200"))),
         ]
         .into_iter()
-        .map(|mut args| {
-            let tier = args[1..args.len() - 2].join(" ");
-            args.push(&path);
-            (tier, common::toyvm(&args))
+        .map(|(mut args, env)| {
+            let mut tier = args[1..].join(" ");
+            if let Some((k, v)) = env {
+                tier = format!("{k}={v} {tier}");
+            }
+            args.extend(["--max-depth", "200", &path]);
+            let env: Vec<_> = env.into_iter().collect();
+            (tier, common::toyvm_in(&common::repo_root(), &args, &env))
         })
         .collect();
         let (_, reference) = &runs[0];

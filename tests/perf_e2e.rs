@@ -20,6 +20,12 @@
 //!   FDE: (c) cannot pass by accident (e.g. through a frame-pointer
 //!   fallback).
 //!
+//! * (e) and (f): (b) and (c) in the default tiering, where code is
+//!   compiled on the `toyvm-jit` thread and reported from there while the
+//!   interpreter runs: leaf samples are in a compiled `inner_hot` (its OSR
+//!   variant or its native function), and the stacks chain through the
+//!   interpreted `middle` and `outer` (trampolines; they never get hot).
+//!
 //! Chains are checked as ratios of samples (>= 80%), never as counts. Each
 //! scenario is retried once on a flaky capture. Without `perf` or `readelf`
 //! the test is skipped loudly, except under `CI=true`, where it fails.
@@ -235,6 +241,44 @@ fn scenario_b() -> Result<(), String> {
     Ok(())
 }
 
+/// A compiled `inner_hot`: its native function or its OSR variant.
+fn compiled_inner_hot(sym: &str) -> bool {
+    sym.starts_with("toy:jit:inner_hot:") || sym.starts_with("toy:jit-osr:inner_hot:")
+}
+
+/// (e) and (f): the default tiering (background compilation), with frame
+/// pointers and the perf map (`jitdump` false) or with the jitdump and
+/// DWARF unwinding.
+fn scenario_default(jitdump: bool) -> Result<(), String> {
+    let work = Work::new("perf-e2e");
+    let dir = work.dir.to_string_lossy().into_owned();
+    let (perf_args, toy_args): (&[&str], Vec<&str>) = match jitdump {
+        false => (&["-g"], vec!["--perf"]),
+        true => (
+            &["-k", "1", "--call-graph", "dwarf,16384"],
+            vec!["--perf-jitdump", "--perf-dir", &dir],
+        ),
+    };
+    let (stacks, _) = record(&work, perf_args, &toy_args, &[], jitdump);
+    let leaf: Vec<&Stack> = stacks
+        .iter()
+        .filter(|s| compiled_inner_hot(&s[0].0) && (!jitdump || s[0].1.contains("jitted-")))
+        .collect();
+    let chained = leaf
+        .iter()
+        .filter(|s| chains(s, &["toy:interp:middle:", "toy:interp:outer:"]))
+        .count();
+    let name = if jitdump { "(f)" } else { "(e)" };
+    if ratio(leaf.len(), stacks.len()) < 0.5 || ratio(chained, leaf.len()) < 0.8 {
+        return Err(format!(
+            "{name} {} samples, {} leaf in a compiled inner_hot, {chained} chained",
+            stacks.len(),
+            leaf.len()
+        ));
+    }
+    Ok(())
+}
+
 /// (c) and (d): jitdump with DWARF unwinding; `unwind` false is the control.
 fn scenario_jitdump(unwind: bool) -> Result<(), String> {
     let work = Work::new("perf-e2e");
@@ -390,5 +434,11 @@ fn perf_sees_interpreted_and_compiled_toy_frames() {
     twice("(c) jitdump DWARF unwinding", || scenario_jitdump(true));
     twice("(d) jitdump without unwind info", || {
         scenario_jitdump(false)
+    });
+    twice("(e) default tiering, frame pointers", || {
+        scenario_default(false)
+    });
+    twice("(f) default tiering, jitdump DWARF unwinding", || {
+        scenario_default(true)
     });
 }

@@ -317,3 +317,63 @@ fn inlined_leaf_callees_count_as_their_caller_by_default() {
         }
     }
 }
+
+#[test]
+fn samples_on_the_compiler_thread_never_show_a_toy_frame() {
+    // Many functions that tier up at once, compiled on the background
+    // thread while `<main>` keeps interpreting: `SIGPROF` is process-wide,
+    // so some samples land on the compiler thread. They must carry only
+    // the `<jit compiler>` frame, named in the metadata.
+    let mut src = String::new();
+    for k in 0..300 {
+        src.push_str(&format!(
+            "fn f{k}(n: int) -> int {{ let s = {k}; for i in 0..n {{ s = (s * 7 + i) % 10007; }} return s; }}\n"
+        ));
+    }
+    src.push_str("let t = 0;\nfor r in 0..20 {\n");
+    for k in 0..300 {
+        src.push_str(&format!("    t = (t + f{k}(200 + r)) % 10007;\n"));
+    }
+    src.push_str("}\nprint(t);\n");
+    let script = temp_path("many.toy");
+    std::fs::write(&script, src).expect("write script");
+    let path = temp_path("many.prof");
+    let run = run_profiled(
+        &path,
+        &["--jit-threshold", "2", "--jit-background"],
+        script.to_str().expect("utf-8"),
+        &[],
+    );
+    assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+    let profile = read_profile(&path).expect("a readable profile");
+    assert_eq!(
+        profile.meta_value("compiler_thread_frame"),
+        Some("<jit compiler>")
+    );
+    let compiler = "jit:<jit compiler>:0:-";
+    let mut compiler_threads = std::collections::HashSet::new();
+    let mut toy_threads = std::collections::HashSet::new();
+    for sample in &profile.samples {
+        let names: Vec<&str> = (sample.stack.iter())
+            .map(|&id| profile.name(id).expect("every id is named"))
+            .collect();
+        if names.contains(&compiler) {
+            assert_eq!(names, [compiler], "a compiler sample with Toy frames");
+            compiler_threads.insert(sample.thread);
+        } else {
+            assert!(names.iter().all(|n| n.starts_with("toy:")), "{names:?}");
+            toy_threads.insert(sample.thread);
+        }
+    }
+    assert!(
+        compiler_threads.is_disjoint(&toy_threads),
+        "a thread has both compiler and Toy samples"
+    );
+    eprintln!(
+        "vmprof compiler thread: {} samples, {} on the compiler thread",
+        profile.samples.len(),
+        (profile.samples.iter())
+            .filter(|s| compiler_threads.contains(&s.thread))
+            .count()
+    );
+}

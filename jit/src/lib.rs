@@ -23,8 +23,11 @@
 //! which the driver points at its stderr: the crate never prints itself.
 
 mod abi;
+mod background;
 mod callgraph;
 mod code_memory;
+mod compiler;
+mod cost;
 pub mod disasm;
 mod helpers;
 mod layout;
@@ -39,6 +42,7 @@ mod system_unwind;
 mod tiering;
 mod translate;
 
+pub use background::{DELAY_ENV, THREAD_NAME};
 pub use perf_env::{PERF_BUILDID_DIR, forget_perf_buildid_dir};
 
 use std::path::PathBuf;
@@ -71,6 +75,15 @@ pub const BACKTRACE_ENV: &str = "TOYVM_JIT_BACKTRACE";
 pub struct JitOptions {
     /// Compile after this many calls plus back-edges; `None` never compiles.
     pub threshold: Option<u32>,
+    /// Scale each function's threshold by its estimated compile cost, with
+    /// `threshold` as the floor (the default tiering, see `cost`); false
+    /// takes `threshold` literally (an explicit `--jit-threshold`).
+    pub cost_model: bool,
+    /// Compile on the compiler thread (`toyvm-jit`) while the interpreter
+    /// keeps running (the default tiering); false compiles on the
+    /// interpreter's thread when a countdown runs out. Threshold 0 always
+    /// compiles everything before `<main>` runs.
+    pub background: bool,
     /// Write `/tmp/perf-<pid>.map` (and build trampolines).
     pub perf_map: bool,
     /// Write `<dir>/jit-<pid>.dump` (and build trampolines).

@@ -9,8 +9,10 @@
 //!    unwinder ([`system_unwind`]);
 //! 4. **report**: the batch goes to the profiler sinks (perf map, jitdump,
 //!    GDB) in one call;
-//! 5. **install**: entry shims and trampolines go into the VM's entry
-//!    table; OSR variants are handed back to the tiering policy.
+//! 5. **install**: entry shims, trampolines and OSR variants are handed
+//!    back to the tiering policy, which puts entries into the VM's entry
+//!    table on the interpreter's thread (the batch may have been made on
+//!    the compiler thread, see `background`).
 //!
 //! A region exists for the rest of the pipeline only once Cranelift defined
 //! it: a failed definition leaves nothing behind, so nothing downstream
@@ -26,7 +28,8 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
-use vm::abi::{EntryFn, OsrFn, Vm};
+use vm::abi::{EntryFn, OsrFn};
+use vm::bytecode::Module as Bytecode;
 
 use crate::abi::Imports;
 use crate::disasm::Listing;
@@ -77,6 +80,8 @@ pub struct Finished {
     /// The entry of an OSR variant (installed nowhere: the tiering policy
     /// caches it).
     pub osr: Option<OsrFn>,
+    /// The entry of an entry shim or trampoline, for the VM's entry table.
+    pub entry: Option<EntryFn>,
     /// Its listing, when IR is kept.
     pub listing: Option<Listing>,
 }
@@ -128,8 +133,7 @@ impl CodeGen {
     ///
     /// # Errors
     /// The module's message.
-    pub fn declare(&mut self, vm: &Vm<'_>, func: u32, role: Role) -> Result<FuncId, String> {
-        let module = vm.module();
+    pub fn declare(&mut self, module: &Bytecode, func: u32, role: Role) -> Result<FuncId, String> {
         let name = region_name(module, func, role);
         let sig = role.signature(&module.functions[func as usize], self.call_conv());
         (self.module)
@@ -145,13 +149,12 @@ impl CodeGen {
     /// (see [`code_memory::UNWIND_TAIL`]).
     pub fn define(
         &mut self,
-        vm: &Vm<'_>,
+        module: &Bytecode,
         func: u32,
         role: Role,
         id: FuncId,
         build: impl FnOnce(&mut FunctionBuilder<'_>, &mut JITModule, &Imports),
     ) -> Result<(), String> {
-        let module = vm.module();
         let name = region_name(module, func, role);
         self.ctx.func.signature =
             role.signature(&module.functions[func as usize], self.call_conv());
@@ -241,15 +244,16 @@ impl CodeGen {
 
     // ANCHOR: finish
     /// Makes the batch final and publishes it (see the module docs);
-    /// sink failures are reported on the VM's diagnostics.
+    /// sink failures are added to `warnings`, for the VM's diagnostics.
     ///
     /// # Errors
     /// Cranelift's message if the batch cannot be finalized (then nothing
     /// of it is published).
     pub fn finish(
         &mut self,
-        vm: &mut Vm<'_>,
+        module: &Bytecode,
         profilers: &Profilers,
+        warnings: &mut Vec<String>,
     ) -> Result<Vec<Finished>, String> {
         let batch = std::mem::take(&mut self.batch);
         if batch.is_empty() {
@@ -258,7 +262,6 @@ impl CodeGen {
         self.module
             .finalize_definitions()
             .map_err(|e| format!("{e:?}"))?;
-        let module = vm.module();
         let lines: Vec<Vec<LineEntry<'_>>> = (batch.iter()).map(|d| line_rows(module, d)).collect();
         let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
             .map(|(d, rows)| self.region(d, rows))
@@ -267,14 +270,14 @@ impl CodeGen {
             system_unwind::register(eh_frame);
         }
         for failure in profilers.register(&regions) {
-            let _ = writeln!(vm.diagnostics(), "perfsupport: {failure}");
+            warnings.push(format!("perfsupport: {failure}"));
         }
         let listings: Vec<Option<Listing>> = (batch.iter().zip(&regions))
             .map(|(d, r)| d.ir.as_ref().map(|ir| Listing::new(&d.name, d.func, ir, r)))
             .collect();
         drop(regions);
         Ok((batch.into_iter().zip(listings))
-            .map(|(d, listing)| self.install(vm, d, listing))
+            .map(|(d, listing)| self.install(d, listing))
             .collect())
     }
     // ANCHOR_END: finish
@@ -293,10 +296,10 @@ impl CodeGen {
         }
     }
 
-    /// Installs `d` according to its role.
-    fn install(&self, vm: &mut Vm<'_>, d: Defined, listing: Option<Listing>) -> Finished {
+    /// The entry points of `d` according to its role.
+    fn install(&self, d: Defined, listing: Option<Listing>) -> Finished {
         let ptr = self.module.get_finalized_function(d.id);
-        let mut osr = None;
+        let (mut osr, mut entry) = (None, None);
         match d.role {
             Role::Native => {}
             Role::EntryShim | Role::Trampoline => {
@@ -304,10 +307,7 @@ impl CodeGen {
                 // signature (`Role::signature`), built for `d.func` by
                 // `abi::build_entry_shim` or `abi::build_trampoline`, which
                 // follow the entry ABI; code memory is never freed.
-                unsafe {
-                    let entry = std::mem::transmute::<*const u8, EntryFn>(ptr);
-                    vm.set_entry(d.func, entry);
-                }
+                entry = Some(unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) });
             }
             Role::Osr { .. } => {
                 // SAFETY: `ptr` is a finalized OSR variant of `d.func` with
@@ -319,6 +319,7 @@ impl CodeGen {
             func: d.func,
             role: d.role,
             osr,
+            entry,
             listing,
         }
     }

@@ -1,62 +1,67 @@
 //! The tiering policy: [`Jit`], the interpreter's [`TierUp`] hook. It keeps
-//! one [`FnState`] per function, decides what to compile when a countdown
-//! runs out, and answers with a decision (see `vm::runtime::tier`).
+//! one state per function, decides what to compile when a countdown runs
+//! out, and answers with a decision (see `vm::runtime::tier`). The compile
+//! work itself is the [`Compiler`]'s, which runs on this thread or on the
+//! compiler thread (`background`).
 //!
-//! * **At a call** the function is compiled with the callees it reaches
-//!   that have run and are still interpreted, callees first
-//!   ([`callgraph`]), in one batch; its entry shim is installed and the
-//!   call enters it.
+//! * **Thresholds.** By default each function's threshold follows from its
+//!   estimated compile cost ([`crate::cost`]); an explicit
+//!   `--jit-threshold N` is taken literally.
+//! * **At a call** the function is compiled with the warm callees it
+//!   reaches that are still interpreted, callees first ([`callgraph`]), in
+//!   one batch; its entry shim is installed and the call enters it.
 //! * **Lazy entry shims.** The other functions of a batch get only their
 //!   native function (most are only ever called from compiled code,
 //!   directly, and a shim costs about a third of a small function's
 //!   compile); their countdown is set to ask at their next call through
 //!   the entry table, which builds the shim.
-//! * **At a back-edge** the function is compiled whole (as at a call,
-//!   without the shim) and an OSR variant for the loop header is compiled
-//!   and cached, or `None` if it cannot be.
+//! * **At a back-edge** one compile: the OSR variant for the loop header
+//!   (with the warm callees as native functions). The function is compiled
+//!   whole only if it keeps being called afterwards ([`WHOLE_AFTER_ASKS`]).
 //! * **Threshold 0** compiles every function at start, callees first.
 //! * **Trampolines**: with a profiler sink, every function still
 //!   interpreted gets its interpreter-entry trampoline at start.
+//! * **Background** (the default tiering): requests go to the compiler
+//!   thread and the interpreter keeps interpreting; the function is asked
+//!   about again every [`POLL`] events, and every ask first installs
+//!   whatever the thread finished (entries into the entry table, OSR
+//!   variants into the cache). Compiled code thus starts at the next call
+//!   through the entry table or at the next ask at a back-edge.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::collections::{HashMap, HashSet};
 
-use cranelift_module::{FuncId, Module as _};
 use perfsupport::{JitDump, PerfMap, Profilers};
 use vm::abi::{OsrFn, Vm};
 use vm::runtime::tier::{CallDecision, Countdown, LoopDecision, TierUp};
 
+use crate::background::Background;
+pub use crate::compiler::FnState;
+use crate::compiler::{Action, Compiler, Program, Request};
 use crate::disasm::Listing;
-use crate::pipeline::{CodeGen, Finished};
-use crate::role::Role;
-use crate::translate::{self, Env};
-use crate::{JitOptions, NO_UNWIND_ENV, abi, callgraph, limits, perf_env};
+use crate::pipeline::CodeGen;
+use crate::{JitOptions, NO_UNWIND_ENV, callgraph, cost, limits, perf_env};
 
-/// Where one function stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FnState {
-    /// Interpreted (perhaps behind a trampoline); compiled when hot.
-    Interpreted,
-    /// Its native function exists, so compiled code calls it directly; it
-    /// has no entry shim yet, so calls through the entry table still
-    /// interpret it, and the first one asks for the shim.
-    Native(FuncId),
-    /// Native function and entry shim: every call runs compiled code.
-    Entered(FuncId),
-    /// Never compiled: over the budget, or its compile failed.
-    Refused,
-}
+/// A callee joins its caller's batch once it ran this fraction (1/N) of
+/// its own threshold (see [`Jit::hot_batch`]).
+const CALLEE_WARM_SHARE: u32 = 8;
+
+/// Events after which a function with an OSR variant but no native
+/// function is asked about again: soon, so that a later activation enters
+/// the variant early in its loop.
+const OSR_REASK: u32 = 50;
+
+/// Asks after which a function with an OSR variant is compiled whole: it
+/// is being called again and again, not running one long loop
+/// ([`Jit::osr_reask`]).
+const WHOLE_AFTER_ASKS: u32 = 16;
+
+/// Events after which a function whose code is being compiled in the
+/// background is asked about again (each ask installs what is ready).
+pub const POLL: u32 = 256;
 
 impl FnState {
-    /// The native function, if compiled.
-    pub fn native(self) -> Option<FuncId> {
-        match self {
-            FnState::Native(id) | FnState::Entered(id) => Some(id),
-            FnState::Interpreted | FnState::Refused => None,
-        }
-    }
-
-    /// When the interpreter asks about a function in this state next.
+    /// When the interpreter asks about a function in this state next
+    /// (`initial`: the function's own threshold).
     fn countdown(self, initial: Countdown) -> Countdown {
         match self {
             FnState::Interpreted => initial,
@@ -66,20 +71,40 @@ impl FnState {
     }
 }
 
+/// Where compiles run.
+enum Mode {
+    /// On the interpreter's thread, when asked (`Option`: taken while the
+    /// compiler thread starts).
+    Inline(Option<Box<Compiler>>),
+    /// On the compiler thread.
+    Background(Background),
+    /// The compiler thread stopped ([`TierUp::finish`]).
+    Stopped,
+}
+
 /// The Cranelift tier (see the module docs).
 pub struct Jit {
     options: JitOptions,
-    codegen: CodeGen,
+    mode: Mode,
+    /// Every function's state, as far as this thread has applied it.
     functions: Vec<FnState>,
     /// OSR variants by (function, loop header); `None`: cannot compile.
     osr: HashMap<(u32, u32), Option<OsrFn>>,
-    profilers: Profilers,
+    /// Each function's threshold (see [`crate::cost`]), set at start.
+    thresholds: Vec<u32>,
+    /// Per function: times the interpreter asked about it while it had an
+    /// OSR variant but no native function (see [`Jit::osr_reask`]).
+    osr_asks: Vec<u32>,
+    /// Background: functions with a request on its way.
+    pending: Vec<bool>,
+    /// Background: OSR variants on their way.
+    pending_osr: HashSet<(u32, u32)>,
     /// Problems met in [`Jit::new`], reported by [`TierUp::start`].
     startup_warnings: Vec<String>,
-    /// `disasm --jit`: the listings of every finished region.
-    listings: Option<Vec<Listing>>,
     /// [`TierUp::finish`] ran.
     finished: bool,
+    /// The compiler moves to its thread at the next request.
+    go_background: bool,
 }
 
 impl Jit {
@@ -119,14 +144,18 @@ impl Jit {
         if options.gdb {
             profilers.add(Box::new(perfsupport::GdbJit::new()));
         }
+        let compiler = Compiler::new(CodeGen::new()?, profilers, 0, options.stats);
         Ok(Jit {
-            codegen: CodeGen::new()?,
+            mode: Mode::Inline(Some(Box::new(compiler))),
             functions: Vec::new(),
             osr: HashMap::new(),
-            profilers,
+            thresholds: Vec::new(),
+            osr_asks: Vec::new(),
+            pending: Vec::new(),
+            pending_osr: HashSet::new(),
             startup_warnings,
-            listings: None,
             finished: false,
+            go_background: false,
             options,
         })
     }
@@ -135,12 +164,29 @@ impl Jit {
     /// entry shim, callees first, and returns the listings of the regions
     /// that compiled.
     pub(crate) fn compile_all_for_listing(&mut self, vm: &mut Vm<'_>) -> Vec<Listing> {
-        self.codegen.keep_ir();
-        self.listings = Some(Vec::new());
-        self.functions = vec![FnState::Interpreted; vm.module().functions.len()];
+        self.set_up(vm);
+        if let Some(compiler) = self.inline_compiler() {
+            compiler.keep_listings();
+        }
         let order = callgraph::callee_first_order(vm.module());
-        self.compile_functions(vm, &order, &order);
-        self.listings.take().unwrap_or_default()
+        self.run(
+            vm,
+            Request::Compile {
+                funcs: order.clone(),
+                entered: order,
+            },
+        );
+        (self.inline_compiler())
+            .and_then(|c| c.listings.take())
+            .unwrap_or_default()
+    }
+
+    /// The compiler, when it runs on this thread.
+    fn inline_compiler(&mut self) -> Option<&mut Compiler> {
+        match &mut self.mode {
+            Mode::Inline(Some(compiler)) => Some(compiler),
+            _ => None,
+        }
     }
 
     /// The compiled functions without an entry shim that a function
@@ -167,154 +213,178 @@ impl Jit {
         self.functions[func as usize]
     }
 
-    fn set_state(&mut self, func: u32, state: FnState) {
-        self.functions[func as usize] = state;
+    /// True if requests go (or will go) to the compiler thread.
+    fn background(&self) -> bool {
+        self.go_background || matches!(self.mode, Mode::Background(_))
     }
 
-    /// Defines the native function of `func` (not final yet).
-    fn define_native(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
-        let id = self.codegen.declare(vm, func, Role::Native)?;
-        // Native before translating: a recursive call is a direct call.
-        self.set_state(func, FnState::Native(id));
-        self.define_body(vm, func, Role::Native, id)
-    }
-
-    /// Translates and defines one function body (native or OSR variant).
-    fn define_body(
-        &mut self,
-        vm: &Vm<'_>,
-        func: u32,
-        role: Role,
-        id: FuncId,
-    ) -> Result<(), String> {
-        let functions = &self.functions;
-        let natives = |f: u32| functions[f as usize].native();
-        let call_conv = self.codegen.call_conv();
-        let array = self.codegen.array;
-        self.codegen
-            .define(vm, func, role, id, |b, module, imports| {
-                let env = Env {
-                    module: vm.module(),
-                    func,
-                    consts: vm.constants(func),
-                    natives: &natives,
-                    imports: *imports,
-                    array,
-                    call_conv,
-                    inlined_frames: vm.vmprof_inlined_frames(),
-                };
-                translate::translate(b, module, &env, role);
-            })
-    }
-
-    /// Defines the entry shim of `func`, whose native function exists.
-    fn define_shim(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
-        let native = self.state(func).native().ok_or("no native function")?;
-        let id = self.codegen.declare(vm, func, Role::EntryShim)?;
-        let f = &vm.module().functions[func as usize];
-        self.codegen
-            .define(vm, func, Role::EntryShim, id, |b, module, imports| {
-                let native = module.declare_func_in_func(native, b.func);
-                let depth_exceeded = module.declare_func_in_func(imports.depth_exceeded, b.func);
-                abi::build_entry_shim(b, f, native, depth_exceeded);
-            })?;
-        self.set_state(func, FnState::Entered(native));
-        Ok(())
-    }
-
-    /// Defines the interpreter-entry trampoline of `func`.
-    fn define_trampoline(&mut self, vm: &Vm<'_>, func: u32) -> Result<(), String> {
-        let id = self.codegen.declare(vm, func, Role::Trampoline)?;
-        self.codegen
-            .define(vm, func, Role::Trampoline, id, |b, module, imports| {
-                let interp_entry = module.declare_func_in_func(imports.interp_entry, b.func);
-                abi::build_trampoline(b, interp_entry, func);
-            })
-    }
-
-    /// Finishes the batch (see [`crate::pipeline`]): caches OSR variants,
-    /// keeps listings; a failure is reported and compiles nothing.
-    fn finish_batch(&mut self, vm: &mut Vm<'_>) {
-        if !self.codegen.has_batch() {
-            return;
+    /// Runs `request`: now, on this thread (and applies what came of it),
+    /// or queued for the compiler thread (the functions it names are then
+    /// pending until their states come back).
+    fn run(&mut self, vm: &mut Vm<'_>, request: Request) {
+        if std::mem::take(&mut self.go_background)
+            && let Mode::Inline(compiler) = &mut self.mode
+            && let Some(compiler) = compiler.take()
+        {
+            self.mode = match Background::start(*compiler, Program::of(vm)) {
+                Ok(background) => Mode::Background(background),
+                Err(e) => {
+                    warn(vm, format_args!("toyvm: warning: JIT: {e}"));
+                    Mode::Stopped
+                }
+            };
         }
-        match self.codegen.finish(vm, &self.profilers) {
-            Ok(finished) => {
-                for Finished {
-                    func,
-                    role,
-                    osr,
-                    listing,
-                } in finished
-                {
-                    if let Role::Osr { pc } = role {
-                        self.osr.insert((func, pc), osr);
+        match &mut self.mode {
+            Mode::Inline(Some(compiler)) => {
+                let mut out = Vec::new();
+                compiler.run(&*vm, &request, &mut out);
+                self.apply(vm, out);
+            }
+            Mode::Background(background) => {
+                let named: Vec<u32> = match &request {
+                    Request::Compile { funcs, entered } => {
+                        funcs.iter().chain(entered).copied().collect()
                     }
-                    if let (Some(all), Some(listing)) = (self.listings.as_mut(), listing) {
-                        all.push(listing);
+                    Request::Osr { callees, func, pc } => {
+                        self.pending_osr.insert((*func, *pc));
+                        callees.iter().chain([func]).copied().collect()
+                    }
+                };
+                if background.send(request) {
+                    for f in named {
+                        self.pending[f as usize] = true;
                     }
                 }
             }
-            Err(e) => warn(vm, format_args!("toyvm: warning: JIT: {e}")),
+            Mode::Inline(None) | Mode::Stopped => {}
         }
     }
 
-    /// Compiles `funcs` (their native functions) and the entry shims of
-    /// `entered` in one batch (see the module docs on lazy shims), then
-    /// sets the countdown of every function compiled.
-    fn compile_functions(&mut self, vm: &mut Vm<'_>, funcs: &[u32], entered: &[u32]) {
-        // (function, what, time): "" for a native function (with its shim
-        // if built here too), " (entry shim)" for a shim alone.
-        let mut done: Vec<(u32, &str, Duration)> = Vec::new();
-        for &f in funcs {
-            if self.state(f) != FnState::Interpreted || self.over_budget(vm, f) {
-                continue;
+    /// Applies what the compiler did: states and countdowns, entries, OSR
+    /// variants, diagnostics.
+    fn apply(&mut self, vm: &mut Vm<'_>, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::State(f, state) => {
+                    self.functions[f as usize] = state;
+                    self.pending[f as usize] = false;
+                    vm.set_countdown(f, state.countdown(self.initial(f)));
+                }
+                // SAFETY: the compiler built `entry` for `f` with the entry
+                // ABI (an entry shim or trampoline, `pipeline::install`),
+                // finalized it and reported it to the profilers before
+                // handing it over; code memory is never freed.
+                Action::Entry(f, entry) => unsafe {
+                    vm.set_entry(f, entry);
+                },
+                Action::Osr(f, pc, osr) => {
+                    self.pending_osr.remove(&(f, pc));
+                    self.osr.insert((f, pc), osr);
+                    if osr.is_some() {
+                        self.osr_asks[f as usize] = self.osr_asks[f as usize].max(1);
+                    }
+                }
+                Action::Warn(line) => warn(vm, format_args!("{line}")),
             }
-            let started = Instant::now();
-            let mut defined = self.define_native(vm, f);
-            if defined.is_ok() && entered.contains(&f) {
-                defined = self.define_shim(vm, f);
-            }
-            match defined {
-                Ok(()) => done.push((f, "", started.elapsed())),
-                Err(e) => self.give_up(vm, f, &e),
-            }
-        }
-        // Functions compiled earlier, without a shim.
-        for &f in entered {
-            if !matches!(self.state(f), FnState::Native(_)) {
-                continue;
-            }
-            let started = Instant::now();
-            match self.define_shim(vm, f) {
-                Ok(()) => done.push((f, " (entry shim)", started.elapsed())),
-                Err(e) => self.give_up(vm, f, &e),
-            }
-        }
-        let started = Instant::now();
-        self.finish_batch(vm);
-        let finish = started.elapsed();
-        let initial = self.initial_countdown();
-        for &(f, _, _) in &done {
-            vm.set_countdown(f, self.state(f).countdown(initial));
-        }
-        // Each function's time: its own IR building and code generation
-        // (native and/or shim) plus its share of the batch's finalize/report.
-        let share = finish / done.len().max(1) as u32;
-        for (f, what, took) in done {
-            self.note_time(vm, f, what, took + share);
         }
     }
 
-    /// True if `func` is too large to compile (see [`limits`]): it is then
-    /// refused, never asked about again; `--jit-stats` says so.
+    /// Installs what the compiler thread finished since the last ask.
+    fn drain(&mut self, vm: &mut Vm<'_>) {
+        if let Mode::Background(background) = &self.mode {
+            let actions = background.drain();
+            self.apply(vm, actions);
+        }
+    }
+
+    /// The batch for a hot `func`: it and the callees it reaches that are
+    /// still interpreted and warm (ran at least [`CALLEE_WARM_SHARE`] of
+    /// their own threshold), callees first. A callee that ran a handful of
+    /// times stays out: compiled code calls it through the entry table,
+    /// and it tiers up by itself if it gets hot (a `<main>` calling 5,000
+    /// functions once each compiles none of them).
+    fn hot_batch(&self, vm: &Vm<'_>, func: u32) -> Vec<u32> {
+        callgraph::with_callees(vm.module(), func, |c| {
+            let warm = (self.thresholds[c as usize] / CALLEE_WARM_SHARE).max(1);
+            self.state(c) == FnState::Interpreted
+                && !self.pending[c as usize]
+                && vm.runs_since(c, self.initial(c)) >= warm
+        })
+    }
+
+    /// The countdown `func` starts with: its threshold.
+    fn initial(&self, func: u32) -> Countdown {
+        match self.options.threshold {
+            None => Countdown::Never,
+            Some(_) => Countdown::After(self.thresholds[func as usize]),
+        }
+    }
+
+    /// Per-function state and thresholds for `vm`'s module, and every
+    /// function's countdown set to its threshold.
+    fn set_up(&mut self, vm: &mut Vm<'_>) {
+        let module = vm.module();
+        let n = module.functions.len();
+        self.functions = vec![FnState::Interpreted; n];
+        self.osr_asks = vec![0; n];
+        self.pending = vec![false; n];
+        if let Some(compiler) = self.inline_compiler() {
+            compiler.reset(n);
+        }
+        let base = self.options.threshold.unwrap_or(0);
+        self.thresholds = (0..n as u32)
+            .map(|f| match self.options.cost_model {
+                true => cost::threshold(module, f, base),
+                false => base,
+            })
+            .collect();
+        for f in 0..n as u32 {
+            vm.set_countdown(f, self.initial(f));
+        }
+    }
+
+    /// The interpreter asked again about `func`, which has an OSR variant
+    /// but no native function. A function whose loop got hot in one long
+    /// activation is done with OSR; one called again and again reaches
+    /// here at each call: after [`WHOLE_AFTER_ASKS`] asks it is compiled
+    /// whole (with its warm callees, as at a call, and its shim if
+    /// `entered`). True if the compile was asked for.
+    fn osr_reask(&mut self, vm: &mut Vm<'_>, func: u32, entered: bool) -> bool {
+        let asks = &mut self.osr_asks[func as usize];
+        *asks += 1;
+        if *asks < WHOLE_AFTER_ASKS || self.pending[func as usize] {
+            return false;
+        }
+        let funcs = self.hot_batch(vm, func);
+        let entered = if entered { vec![func] } else { Vec::new() };
+        self.run(vm, Request::Compile { funcs, entered });
+        true
+    }
+
+    /// True if `func` has an OSR variant that compiled (counted as its
+    /// first ask when it arrived).
+    fn has_osr(&self, func: u32) -> bool {
+        self.osr_asks[func as usize] > 0
+    }
+
+    /// True if `func` is too large to compile (see [`crate::limits`]): it
+    /// is then refused, never asked about again; `--jit-stats` says so.
+    /// Decided here, on the interpreter's thread, before any request, so
+    /// the answer and the message do not depend on the compiler thread's
+    /// timing (the compiler checks the callees of a batch itself).
     fn over_budget(&mut self, vm: &mut Vm<'_>, func: u32) -> bool {
+        if self.state(func) == FnState::Refused {
+            return true;
+        }
         let ops = limits::compiled_ops(vm.module(), func);
         let budget = limits::max_compiled_ops();
         if ops <= budget {
             return false;
         }
-        self.set_state(func, FnState::Refused);
+        self.apply(vm, vec![Action::State(func, FnState::Refused)]);
+        if let Some(compiler) = self.inline_compiler() {
+            compiler.refuse(func);
+        }
         if self.options.stats {
             let name = &vm.module().functions[func as usize].name;
             warn(
@@ -327,57 +397,10 @@ impl Jit {
         true
     }
 
-    /// Refuses `func` for good and says why.
-    fn give_up(&mut self, vm: &mut Vm<'_>, func: u32, error: &str) {
-        self.set_state(func, FnState::Refused);
-        let name = &vm.module().functions[func as usize].name;
-        warn(
-            vm,
-            format_args!("toyvm: warning: JIT: cannot compile {name}: {error}"),
-        );
-    }
-
-    /// Compiles the OSR variant of `func` at loop header `pc` and caches it
-    /// (`None` if it cannot be compiled).
-    fn compile_osr(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) {
-        if self.state(func) == FnState::Refused || self.over_budget(vm, func) {
-            self.osr.insert((func, pc), None);
-            return;
-        }
-        let started = Instant::now();
-        let role = Role::Osr { pc };
-        let defined = (self.codegen.declare(vm, func, role))
-            .and_then(|id| self.define_body(vm, func, role, id));
-        match defined {
-            Ok(()) => self.finish_batch(vm),
-            Err(e) => {
-                let name = crate::names::region_name(vm.module(), func, role);
-                warn(
-                    vm,
-                    format_args!("toyvm: warning: JIT: cannot compile {name}: {e}"),
-                );
-            }
-        }
-        // Not finished (define or finalize failed): never retried.
-        self.osr.entry((func, pc)).or_insert(None);
-        self.note_time(vm, func, &format!(" (OSR @{pc})"), started.elapsed());
-    }
-
-    fn note_time(&mut self, vm: &mut Vm<'_>, func: u32, what: &str, took: Duration) {
-        if self.options.stats {
-            let name = &vm.module().functions[func as usize].name;
-            let us = took.as_micros();
-            warn(vm, format_args!("jit-stats: {name}{what}: {us} us"));
-        }
-    }
-
-    /// The batch for a hot `func`: it and the callees it reaches that have
-    /// run and are still interpreted, callees first.
-    fn hot_batch(&self, vm: &Vm<'_>, func: u32) -> Vec<u32> {
-        let initial = self.initial_countdown();
-        callgraph::with_callees(vm.module(), func, |c| {
-            self.state(c) == FnState::Interpreted && vm.has_run_since(c, initial)
-        })
+    /// The countdown of a function that waits for the compiler thread, or
+    /// `None` when compiles run on this thread.
+    fn poll(&self) -> Option<Countdown> {
+        self.background().then_some(Countdown::After(POLL))
     }
 }
 
@@ -388,7 +411,7 @@ fn warn(vm: &mut Vm<'_>, line: std::fmt::Arguments<'_>) {
 
 // SAFETY: every OSR entry `hot_loop` returns was built by `translate` for
 // that function and loop header (`Role::Osr`), with the `OsrFn` signature
-// (`pipeline::CodeGen::install`).
+// (`pipeline::CodeGen::install`), and finalized before it was handed over.
 unsafe impl TierUp for Jit {
     fn initial_countdown(&self) -> Countdown {
         self.options
@@ -400,48 +423,88 @@ unsafe impl TierUp for Jit {
         for warning in std::mem::take(&mut self.startup_warnings) {
             warn(vm, format_args!("{warning}"));
         }
-        let n = vm.module().functions.len();
-        self.functions = vec![FnState::Interpreted; n];
+        self.set_up(vm);
         if self.options.threshold == Some(0) {
             let order = callgraph::callee_first_order(vm.module());
             // `<main>` is always entered through the entry table.
-            self.compile_functions(vm, &order, &[vm.module().main]);
+            self.run(
+                vm,
+                Request::Compile {
+                    funcs: order,
+                    entered: vec![vm.module().main],
+                },
+            );
             // Functions left to the interpreter (over the budget) call
             // through the entry table: their callees get their shims now,
             // in one batch, not in one batch per callee at its first call
             // (5,000 batches for a big interpreted `<main>`: 5,000 objects
             // for gdb, a page of code memory each).
             let entered = self.called_from_interpreted(vm);
-            self.compile_functions(vm, &[], &entered);
+            self.run(
+                vm,
+                Request::Compile {
+                    funcs: Vec::new(),
+                    entered,
+                },
+            );
         }
-        if !self.profilers.is_empty() {
-            for f in 0..n as u32 {
-                if self.state(f).native().is_none()
-                    && let Err(e) = self.define_trampoline(vm, f)
-                {
-                    warn(vm, format_args!("toyvm: warning: JIT: trampoline: {e}"));
-                }
-            }
-            self.finish_batch(vm);
+        if let Mode::Inline(Some(compiler)) = &mut self.mode
+            && !compiler.no_profilers()
+        {
+            let mut out = Vec::new();
+            compiler.trampolines(&*vm, &mut out);
+            self.apply(vm, out);
         }
+        // The compiler moves to its thread at the first request (a run
+        // that compiles nothing pays for no thread and no program copy).
+        self.go_background =
+            self.options.background && self.options.threshold.is_some_and(|t| t > 0);
     }
 
     fn hot_call(&mut self, vm: &mut Vm<'_>, func: u32) -> CallDecision {
         if self.options.threshold.is_none() {
             return CallDecision::Interpret(Countdown::Never);
         }
+        self.drain(vm);
+        if self.pending[func as usize] {
+            return CallDecision::Interpret(Countdown::After(POLL));
+        }
+        if self.over_budget(vm, func) {
+            return CallDecision::Interpret(Countdown::Never);
+        }
         match self.state(func) {
             FnState::Refused => return CallDecision::Interpret(Countdown::Never),
             // Compiled earlier in a batch of callees: only the shim is new.
-            FnState::Native(_) => self.compile_functions(vm, &[], &[func]),
+            FnState::Native(_) => self.run(
+                vm,
+                Request::Compile {
+                    funcs: Vec::new(),
+                    entered: vec![func],
+                },
+            ),
+            // Its loop tiered up through OSR: this call's loop will enter
+            // the variant; compiled whole only if it keeps being called.
+            FnState::Interpreted if self.has_osr(func) => {
+                if !self.osr_reask(vm, func, true) {
+                    return CallDecision::Interpret(Countdown::After(OSR_REASK));
+                }
+            }
             FnState::Interpreted => {
-                let batch = self.hot_batch(vm, func);
-                self.compile_functions(vm, &batch, &[func]);
+                let funcs = self.hot_batch(vm, func);
+                self.run(
+                    vm,
+                    Request::Compile {
+                        funcs,
+                        entered: vec![func],
+                    },
+                );
             }
             FnState::Entered(_) => {}
         }
-        match self.state(func) {
-            FnState::Entered(_) => CallDecision::Enter,
+        match (self.state(func), self.poll()) {
+            (FnState::Entered(_), _) => CallDecision::Enter,
+            (FnState::Refused, _) => CallDecision::Interpret(Countdown::Never),
+            (_, Some(poll)) if self.pending[func as usize] => CallDecision::Interpret(poll),
             _ => CallDecision::Interpret(Countdown::Never),
         }
     }
@@ -451,17 +514,48 @@ unsafe impl TierUp for Jit {
         if self.options.threshold.is_none() {
             return LoopDecision::Interpret(Countdown::Never);
         }
-        // A function hot enough for OSR gets compiled whole too, so its
-        // later calls run the native code from their start.
-        if self.state(func) == FnState::Interpreted {
-            let batch = self.hot_batch(vm, func);
-            self.compile_functions(vm, &batch, &[]);
+        self.drain(vm);
+        if self.pending_osr.contains(&(func, pc)) || self.pending[func as usize] {
+            return LoopDecision::Interpret(Countdown::After(POLL));
         }
-        if !self.osr.contains_key(&(func, pc)) {
-            self.compile_osr(vm, func, pc);
+        // One compile: the OSR variant (with the warm callees it calls, as
+        // native functions). The function is compiled whole only if it
+        // keeps being called (`osr_reask`), not on the chance that it will.
+        if self.over_budget(vm, func) {
+            return LoopDecision::Interpret(Countdown::Never);
+        }
+        let cached = self.osr.contains_key(&(func, pc));
+        match self.state(func) {
+            FnState::Interpreted if cached => {
+                if self.has_osr(func) {
+                    self.osr_reask(vm, func, false);
+                }
+            }
+            FnState::Refused => {}
+            _ if cached => {}
+            // Not compiled yet, or compiled but this interpreted activation
+            // started before: its variant.
+            state => {
+                let mut callees = Vec::new();
+                if state == FnState::Interpreted {
+                    callees = self.hot_batch(vm, func);
+                    callees.retain(|&f| f != func);
+                }
+                self.run(vm, Request::Osr { callees, func, pc });
+            }
+        }
+        if let Some(poll) = self.poll()
+            && (self.pending_osr.contains(&(func, pc)) || self.pending[func as usize])
+        {
+            return LoopDecision::Interpret(poll);
         }
         let osr = self.osr.get(&(func, pc)).copied().flatten();
         match (osr, self.state(func)) {
+            // Later activations start interpreted and enter the variant
+            // at this back-edge, soon.
+            (Some(osr), FnState::Interpreted) => {
+                LoopDecision::Enter(osr, Countdown::After(OSR_REASK))
+            }
             // This activation leaves the interpreter: the shim can wait for
             // the first entry-table call; another interpreted activation's
             // back-edge lands here and gets the OSR variant.
@@ -469,9 +563,21 @@ unsafe impl TierUp for Jit {
             (Some(osr), _) => LoopDecision::Enter(osr, Countdown::Never),
             // Keep interpreting this activation, but never ask again.
             (None, FnState::Native(_)) => {
-                self.compile_functions(vm, &[], &[func]);
-                LoopDecision::Interpret(Countdown::Never)
+                self.run(
+                    vm,
+                    Request::Compile {
+                        funcs: Vec::new(),
+                        entered: vec![func],
+                    },
+                );
+                match self.poll() {
+                    Some(poll) => LoopDecision::Interpret(poll),
+                    None => LoopDecision::Interpret(Countdown::Never),
+                }
             }
+            // No variant (over the budget, or it failed): a call may still
+            // compile the function whole.
+            (None, FnState::Interpreted) => LoopDecision::Interpret(self.initial(func)),
             (None, _) => LoopDecision::Interpret(Countdown::Never),
         }
     }
@@ -479,8 +585,23 @@ unsafe impl TierUp for Jit {
 
     fn finish(&mut self, vm: &mut Vm<'_>) {
         self.finished = true;
-        for failure in self.profilers.finish() {
-            warn(vm, format_args!("toyvm: warning: {failure}"));
+        let compiler = match std::mem::replace(&mut self.mode, Mode::Stopped) {
+            Mode::Inline(compiler) => compiler.map(|c| *c),
+            Mode::Background(mut background) => background.stop().map(|(compiler, actions)| {
+                // Only the diagnostics: the run is over.
+                for action in actions {
+                    if let Action::Warn(line) = action {
+                        warn(vm, format_args!("{line}"));
+                    }
+                }
+                compiler
+            }),
+            Mode::Stopped => None,
+        };
+        if let Some(mut compiler) = compiler {
+            for failure in compiler.finish_profilers() {
+                warn(vm, format_args!("toyvm: warning: {failure}"));
+            }
         }
     }
 }
@@ -489,8 +610,19 @@ impl Drop for Jit {
     /// Completes the profiler outputs if [`TierUp::finish`] never ran (no
     /// VM to report failures on then).
     fn drop(&mut self) {
-        if !self.finished {
-            let _ = self.profilers.finish();
+        if self.finished {
+            return;
+        }
+        match std::mem::replace(&mut self.mode, Mode::Stopped) {
+            Mode::Inline(Some(mut compiler)) => {
+                let _ = compiler.finish_profilers();
+            }
+            Mode::Background(mut background) => {
+                if let Some((mut compiler, _)) = background.stop() {
+                    let _ = compiler.finish_profilers();
+                }
+            }
+            Mode::Inline(None) | Mode::Stopped => {}
         }
     }
 }
@@ -524,6 +656,7 @@ unsafe impl TierUp for Disabled {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cranelift_module::FuncId;
 
     const PROGRAM: &str = "fn f1(x: int) -> int { let y = 0; for i in 0..x { y = y + i; } return y; }\n\
         fn f2(x: int) -> int { let y = 1; for i in 0..x { y = y * 2; } return y; }\n\
@@ -539,7 +672,9 @@ mod tests {
         let mut diagnostics = Vec::new();
         vm.set_diagnostics(&mut diagnostics);
         let mut jit = Jit::new(JitOptions::default()).expect("JIT starts");
-        jit.codegen.fail_region = fail.map(String::from);
+        jit.inline_compiler()
+            .expect("inline")
+            .fail_region(fail.map(String::from));
         let listings = jit.compile_all_for_listing(&mut vm);
         drop(vm);
         let warned = String::from_utf8_lossy(&diagnostics);

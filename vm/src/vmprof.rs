@@ -41,6 +41,14 @@ pub const CODE_CLASS: &str = "toy";
 /// accepts profiles that carry it.
 pub const INTERP_NAME: &str = "toyvm";
 
+/// The frame a JIT's compiler thread shows in samples taken on it while
+/// it compiles (class `jit`), never a Toy frame; named in the profile's
+/// metadata under [`COMPILER_FRAME_META`].
+pub const COMPILER_FRAME: &str = "<jit compiler>";
+
+/// The metadata key that names [`COMPILER_FRAME`].
+pub const COMPILER_FRAME_META: &str = "compiler_thread_frame";
+
 /// How to profile a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VmprofOptions {
@@ -104,6 +112,9 @@ impl Session {
         let mut enable = EnableOptions::new(INTERP_NAME);
         enable.interval = options.interval;
         enable.meta.push(("script".to_owned(), module.path.clone()));
+        enable
+            .meta
+            .push((COMPILER_FRAME_META.to_owned(), COMPILER_FRAME.to_owned()));
         vmprof::enable_path(&options.path, &enable)?;
         // ANCHOR: frame_view
         let view = FrameView {

@@ -122,9 +122,15 @@ impl Vm<'_> {
     /// True if the interpreter counted a call or back-edge of `func` since
     /// its countdown was set to `start` (and nothing set it since).
     pub fn has_run_since(&self, func: u32, start: Countdown) -> bool {
-        self.funcs
-            .get(func as usize)
-            .is_some_and(|rt| rt.hotness < start.counter())
+        self.runs_since(func, start) > 0
+    }
+
+    /// How many calls plus back-edges of `func` the interpreter counted
+    /// since its countdown was set to `start` (and nothing set it since).
+    pub fn runs_since(&self, func: u32, start: Countdown) -> u32 {
+        self.funcs.get(func as usize).map_or(0, |rt| {
+            (start.counter() as i64 - rt.hotness as i64).clamp(0, u32::MAX as i64) as u32
+        })
     }
 }
 
