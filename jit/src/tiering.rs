@@ -69,7 +69,6 @@ impl FnState {
 /// The Cranelift tier (see the module docs).
 pub struct Jit {
     options: JitOptions,
-    codegen: CodeGen,
     functions: Vec<FnState>,
     /// OSR variants by (function, loop header); `None`: cannot compile.
     osr: HashMap<(u32, u32), Option<OsrFn>>,
@@ -80,6 +79,9 @@ pub struct Jit {
     listings: Option<Vec<Listing>>,
     /// [`TierUp::finish`] ran.
     finished: bool,
+    /// Last: dropped (its code unmapped) after everything above, the
+    /// profiler sinks whose GDB JIT objects point into the code included.
+    codegen: CodeGen,
 }
 
 impl Jit {
@@ -487,7 +489,8 @@ unsafe impl TierUp for Jit {
 
 impl Drop for Jit {
     /// Completes the profiler outputs if [`TierUp::finish`] never ran (no
-    /// VM to report failures on then).
+    /// VM to report failures on then); the fields then drop in order, the
+    /// code memory last (see [`crate::pipeline`]).
     fn drop(&mut self) {
         if !self.finished {
             let _ = self.profilers.finish();
