@@ -297,6 +297,7 @@ macro_rules! instruction_table {
         /// One bytecode instruction, generated from the table in
         /// [`crate::bytecode`] (see there for the field conventions).
         #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
         pub enum Op {
             $(
                 $(#[doc = $doc])*
