@@ -30,7 +30,8 @@
 //! nobody else can plant a symlink in them. Every file toyvm writes there
 //! (`perfconfig`, the report, the flame graph) is created by
 //! `perfsupport::safe_file` (never through a symlink, mode 0644 whatever
-//! the umask, close-on-exec); the files perf writes itself (`perf.data`,
+//! the umask, close-on-exec), and a symlink at any output path stops the
+//! command before perf runs; the files perf writes itself (`perf.data`,
 //! `perf.jit.data`, the injected objects) must not be symlinks either, and
 //! perf runs with a umask of at least 022, so none of them is writable by
 //! others and perf never reads a `perfconfig` someone else could change.
@@ -136,8 +137,7 @@ pub fn run(args: ProfileArgs) -> Result<u8, ()> {
     let mut script = perf("script");
     script.arg("-i").arg(dir.join(INJECTED_DATA));
     let stacks = quiet(&mut script, "perf script").map_err(fail)?;
-    std::fs::write(dir.join(FIREFOX), &stacks)
-        .map_err(|e| fail(format!("cannot write {}: {e}", dir.join(FIREFOX).display())))?;
+    write_new(&dir.join(FIREFOX), &stacks).map_err(fail)?;
     let title = format!("toyvm profile {}", args.script.display());
     flamegraph(&stacks, &title, &dir.join(FLAMEGRAPH)).map_err(fail)?;
 
@@ -193,8 +193,17 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
             let _ = std::fs::remove_file(entry.path());
         }
     }
-    for perf_writes in [PERF_DATA, OLD_PERF_DATA, INJECTED_DATA] {
-        not_a_symlink(&dir.join(perf_writes))?;
+    // perf's files, and ours (refused again when created, but a run that
+    // would end with a refusal is better not started).
+    for output in [
+        PERF_DATA,
+        OLD_PERF_DATA,
+        INJECTED_DATA,
+        REPORT,
+        FLAMEGRAPH,
+        FIREFOX,
+    ] {
+        not_a_symlink(&dir.join(output))?;
     }
     let config = format!("[buildid]\n\tdir = {}\n", dir.join(".debug").display());
     write_new(&dir.join(PERF_CONFIG), config.as_bytes())?;
@@ -227,7 +236,8 @@ fn private_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// Refuses a symlink at `path` (perf would write through it).
+/// Refuses a symlink at `path` (perf would write through it; toyvm's own
+/// files are created by `write_new`, which refuses one anyway).
 fn not_a_symlink(path: &Path) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => Err(format!(

@@ -109,3 +109,136 @@ fn profile_without_perf_says_so() {
     );
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
 }
+
+/// Every file and directory under `dir`, with its mode, not following
+/// symlinks.
+fn modes_under(dir: &std::path::Path, out: &mut Vec<(PathBuf, u32, bool)>) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let meta = std::fs::symlink_metadata(entry.path()).expect("metadata");
+        out.push((
+            entry.path(),
+            meta.permissions().mode() & 0o777,
+            meta.file_type().is_symlink(),
+        ));
+        if meta.is_dir() {
+            modes_under(&entry.path(), out);
+        }
+    }
+}
+
+#[test]
+fn profile_files_are_created_safely() {
+    if let Some(why) = perf_unusable() {
+        return skip_or_fail(&why);
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = out_dir("umask000");
+    let sh = |command: String| {
+        Command::new("sh")
+            .args(["-c", &command])
+            .current_dir(repo_root())
+            .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
+            .output()
+            .expect("sh")
+    };
+    // Under umask 000: DIR (and a missing parent) and everything in it,
+    // perf's files included, are not writable by others.
+    let out_dir = dir.join("parent/out");
+    let run = sh(format!(
+        "umask 000; $TOYVM profile --out {} tests/vmprof/nested.toy 100",
+        out_dir.display()
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let mut all = vec![(
+        out_dir.clone(),
+        std::fs::metadata(&out_dir)
+            .expect("out")
+            .permissions()
+            .mode()
+            & 0o777,
+        false,
+    )];
+    all.push((
+        dir.join("parent"),
+        std::fs::metadata(dir.join("parent"))
+            .expect("parent")
+            .permissions()
+            .mode()
+            & 0o777,
+        false,
+    ));
+    modes_under(&out_dir, &mut all);
+    for name in [
+        "perfconfig",
+        "report.txt",
+        "flamegraph.svg",
+        "perf-script.txt",
+        "perf.data",
+    ] {
+        assert!(
+            all.iter().any(|(p, _, _)| p == &out_dir.join(name)),
+            "{name} missing: {all:?}"
+        );
+    }
+    for (path, mode, symlink) in &all {
+        // perf's build-id cache (`.debug`) links its entries by design; a
+        // symlink's own mode means nothing.
+        if *symlink {
+            assert!(
+                path.starts_with(out_dir.join(".debug")),
+                "{} is a symlink",
+                path.display()
+            );
+            continue;
+        }
+        assert_eq!(mode & 0o022, 0, "{} has mode {mode:o}", path.display());
+    }
+    // A symlink planted at any output path is refused, not followed, with
+    // a clear error and exit 1; its target is untouched.
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "keep me").expect("victim");
+    for name in [
+        "perfconfig",
+        "perf.data",
+        "perf.jit.data",
+        "report.txt",
+        "flamegraph.svg",
+        "perf-script.txt",
+    ] {
+        let out = dir.join(format!("planted-{name}"));
+        std::fs::create_dir_all(&out).expect("out dir");
+        std::os::unix::fs::symlink(&victim, out.join(name)).expect("symlink");
+        let run = sh(format!(
+            "$TOYVM profile --out {} tests/vmprof/nested.toy 100",
+            out.display()
+        ));
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert_eq!(run.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.starts_with("error: toyvm profile: ") && stderr.contains("symlink")
+                || stderr.contains("symbolic link"),
+            "{name}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("victim"),
+            "keep me",
+            "{name}"
+        );
+    }
+    // A symlink as DIR itself is refused too.
+    let real = dir.join("real");
+    std::fs::create_dir_all(&real).expect("real dir");
+    let link = dir.join("linked-out");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let run = sh(format!(
+        "$TOYVM profile --out {} tests/vmprof/nested.toy 100",
+        link.display()
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a directory (a symlink?)"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&real).expect("real").count(), 0);
+}

@@ -15,8 +15,11 @@
 //!   Every finalized batch is therefore followed by one `PROT_NONE` guard
 //!   page that stays untouched.
 //!
-//! Memory is never returned: a VM runs once per process and compiled code
-//! (and its registered unwind info) must stay valid until exit.
+//! The memory is returned only by `free_memory` (`JITModule::free_memory`),
+//! which unmaps the whole reservation: the pipeline calls it when the JIT
+//! is dropped, after withdrawing everything that points into the code
+//! (`pipeline::CodeGen`'s drop). A provider dropped without it keeps its
+//! memory mapped.
 //! Non-executable allocations (Cranelift asks for them only for data
 //! objects, which this JIT does not define) come from the same reservation.
 
@@ -134,7 +137,19 @@ impl JITMemoryProvider for CodeMemory {
     }
 
     unsafe fn free_memory(&mut self) {
-        // Never freed: see the module docs.
+        if self.size == 0 {
+            return;
+        }
+        // SAFETY: `[start, start + size)` is our reservation, mapped by
+        // `new`; the caller guarantees that no code in it runs or is called
+        // again (the trait's contract). Unmapping cannot fail for a whole
+        // mapping we own, and if it did, the memory would only stay mapped.
+        unsafe { libc::munmap(self.start.cast(), self.size) };
+        // Nothing is left to allocate from.
+        self.size = 0;
+        self.next = 0;
+        self.batch_start = 0;
+        self.writable_end = 0;
     }
 
     // ANCHOR: finalize

@@ -137,25 +137,30 @@ pub enum Action {
 }
 
 // SAFETY: `EntryFn` and `OsrFn` are plain function pointers into code
-// memory that is never freed; the strings and states are plain data.
+// memory that lives as long as the compiler, which outlives the run (the
+// tier-up hook; `tier::run_main` restores the entry table before the run
+// ends); the strings and states are plain data.
 unsafe impl Send for Action {}
 
 /// Cranelift, the profiler sinks and every function's compiled state (see
 /// the module docs).
 pub struct Compiler {
-    codegen: CodeGen,
     functions: Vec<FnState>,
     profilers: Profilers,
     /// `--jit-stats`: report each compile's time.
     stats: bool,
     /// `disasm --jit`: the listings of every finished region.
     pub listings: Option<Vec<Listing>>,
+    /// Last: dropped (its code unmapped) after everything above, the
+    /// profiler sinks whose GDB JIT objects point into the code included.
+    codegen: CodeGen,
 }
 
 // SAFETY: the compiler is moved whole to the compiler thread and used
 // there alone (never shared): Cranelift's module, the code memory (which
-// owns its reservation, see `code_memory`) and the profiler sinks (files
-// and the GDB registry, which has its own lock) have no thread affinity.
+// owns its reservation, see `code_memory`), the unwind registrations and
+// the profiler sinks (files and the GDB registry, which has its own lock)
+// have no thread affinity.
 unsafe impl Send for Compiler {}
 
 impl Compiler {

@@ -17,6 +17,13 @@
 //! A region exists for the rest of the pipeline only once Cranelift defined
 //! it: a failed definition leaves nothing behind, so nothing downstream
 //! (the `disasm --jit` listings included) can pair with the wrong region.
+//!
+//! Dropping the [`CodeGen`] returns the code memory: the unwind info goes
+//! first, then the reservation is unmapped, so a process that runs many
+//! VMs in turn keeps a bounded number of mappings. What else points into
+//! the code is gone by then: the VM's entry table is restored when the run
+//! ends (`vm::runtime::tier::run_main`) and the owner
+//! (`tiering::Jit`) drops the profiler sinks (the GDB JIT objects) first.
 
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::UserFuncName;
@@ -28,6 +35,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
+use std::mem::ManuallyDrop;
 use vm::abi::{EntryFn, OsrFn};
 use vm::bytecode::Module as Bytecode;
 
@@ -41,7 +49,10 @@ use crate::{code_memory, line_table, system_unwind};
 /// Cranelift, the code memory and the batch of regions defined but not
 /// final yet.
 pub struct CodeGen {
-    module: JITModule,
+    /// Taken (and its memory freed) only by `drop`.
+    module: ManuallyDrop<JITModule>,
+    /// The `.eh_frame` sections registered for the code in `module`.
+    unwind: system_unwind::Registrations,
     ctx: Context,
     fctx: FunctionBuilderContext,
     isa: OwnedTargetIsa,
@@ -105,10 +116,11 @@ impl CodeGen {
         let mut module = JITModule::new(builder);
         let imports = Imports::declare(&mut module, isa.default_call_conv())?;
         Ok(CodeGen {
+            unwind: system_unwind::Registrations::default(),
             ctx: module.make_context(),
             fctx: FunctionBuilderContext::new(),
             cie: isa.create_systemv_cie(),
-            module,
+            module: ManuallyDrop::new(module),
             isa,
             imports,
             array,
@@ -264,10 +276,10 @@ impl CodeGen {
             .map_err(|e| format!("{e:?}"))?;
         let lines: Vec<Vec<LineEntry<'_>>> = (batch.iter()).map(|d| line_rows(module, d)).collect();
         let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
-            .map(|(d, rows)| self.region(d, rows))
+            .map(|(d, rows)| region(&self.module, self.cie.as_ref(), d, rows))
             .collect();
         if let Ok(eh_frame) = perfsupport::unwind::eh_frame_for_register_frame(&regions) {
-            system_unwind::register(eh_frame);
+            self.unwind.register(eh_frame);
         }
         for failure in profilers.register(&regions) {
             warnings.push(format!("perfsupport: {failure}"));
@@ -282,20 +294,6 @@ impl CodeGen {
     }
     // ANCHOR_END: finish
 
-    /// The final code of `d` as a region for the sinks.
-    fn region<'a>(&'a self, d: &'a Defined, rows: &'a [LineEntry<'a>]) -> CodeRegion<'a> {
-        let start = self.module.get_finalized_function(d.id);
-        // SAFETY: cranelift-jit placed `size` bytes of final code at
-        // `start` (the size recorded at define time), now mapped read+exec
-        // and never freed (see `code_memory`).
-        let code = unsafe { std::slice::from_raw_parts(start, d.size) };
-        let region = CodeRegion::new(code, &d.name).with_lines(rows);
-        match (&self.cie, &d.fde) {
-            (Some(cie), Some(fde)) => region.with_unwind(UnwindInfo { cie, fde }),
-            _ => region,
-        }
-    }
-
     /// The entry points of `d` according to its role.
     fn install(&self, d: Defined, listing: Option<Listing>) -> Finished {
         let ptr = self.module.get_finalized_function(d.id);
@@ -306,7 +304,10 @@ impl CodeGen {
                 // SAFETY: `ptr` is a finalized function with the entry ABI
                 // signature (`Role::signature`), built for `d.func` by
                 // `abi::build_entry_shim` or `abi::build_trampoline`, which
-                // follow the entry ABI; code memory is never freed.
+                // follow the entry ABI. The code lives as long as this
+                // `CodeGen`, owned by the tier-up hook, which `tier::run_main`
+                // borrows for the whole run and which restores the entry
+                // table before the borrow ends.
                 entry = Some(unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) });
             }
             Role::Osr { .. } => {
@@ -322,6 +323,44 @@ impl CodeGen {
             entry,
             listing,
         }
+    }
+}
+
+/// The final code of `d` in `module` as a region for the sinks.
+fn region<'a>(
+    module: &'a JITModule,
+    cie: Option<&'a CommonInformationEntry>,
+    d: &'a Defined,
+    rows: &'a [LineEntry<'a>],
+) -> CodeRegion<'a> {
+    let start = module.get_finalized_function(d.id);
+    // SAFETY: cranelift-jit placed `size` bytes of final code at `start`
+    // (the size recorded at define time), now mapped read+exec until the
+    // `CodeGen` owning `module` is dropped, which the borrow of `module`
+    // for `'a` rules out while the slice lives.
+    let code = unsafe { std::slice::from_raw_parts(start, d.size) };
+    let region = CodeRegion::new(code, &d.name).with_lines(rows);
+    match (cie, &d.fde) {
+        (Some(cie), Some(fde)) => region.with_unwind(UnwindInfo { cie, fde }),
+        _ => region,
+    }
+}
+
+impl Drop for CodeGen {
+    /// Withdraws the unwind info, then unmaps the code memory.
+    fn drop(&mut self) {
+        // First: an address of this code may be mapped again for other
+        // code, and the unwinder must not find the old entries there.
+        drop(std::mem::take(&mut self.unwind));
+        // SAFETY: `module` is taken once, here, and not used after. Freeing
+        // its memory: no compiled code runs or is called again, because
+        // the code was only reachable through the VM's entry table (restored
+        // to the interpreter when `tier::run_main` ended, before its hook,
+        // which owns `self`, could be dropped), the OSR entries the hook
+        // handed out (each called at once, during the run) and the
+        // profiler sinks (finished or dropped by the hook before `self`;
+        // perf map and jitdump files only name addresses).
+        unsafe { ManuallyDrop::take(&mut self.module).free_memory() };
     }
 }
 

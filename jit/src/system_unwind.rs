@@ -4,27 +4,120 @@
 //!
 //! libgcc takes a whole zero-terminated `.eh_frame` section with absolute
 //! addresses (built by `perfsupport::unwind::eh_frame_for_register_frame`)
-//! and keeps a pointer to it: the bytes are leaked, like the code they
-//! describe (see `code_memory`), and never deregistered.
+//! and keeps a pointer to it: [`Registrations`] owns the bytes of every
+//! section it registered and withdraws them (`__deregister_frame`) when
+//! dropped, which the pipeline does before it unmaps the code they
+//! describe (see `code_memory`): an address of freed code may be mapped
+//! again for other code, and the unwinder must not find the old entries.
 
 unsafe extern "C" {
     /// libgcc (and LLVM libunwind in libgcc-compatible mode) on Linux.
     fn __register_frame(begin: *const u8);
+    /// Withdraws a section registered with `__register_frame` (libgcc
+    /// aborts for one it does not know).
+    fn __deregister_frame(begin: *const u8);
 }
 
 // ANCHOR: register_frame
-/// Registers `eh_frame` (a whole section, CIE first, zero terminator last)
-/// for the rest of the process.
-pub fn register(eh_frame: Vec<u8>) {
-    // Only a terminator: nothing to register.
-    if eh_frame.len() <= 4 {
-        return;
+/// The `.eh_frame` sections registered for one JIT's code; dropping it
+/// withdraws them.
+#[derive(Default)]
+pub struct Registrations {
+    /// Every registered section; a boxed slice never moves its bytes.
+    sections: Vec<Box<[u8]>>,
+}
+
+impl Registrations {
+    /// Registers `eh_frame` (a whole section, CIE first, zero terminator
+    /// last) until `self` is dropped.
+    pub fn register(&mut self, eh_frame: Vec<u8>) {
+        // Only a terminator: nothing to register.
+        if eh_frame.len() <= 4 {
+            return;
+        }
+        let bytes = eh_frame.into_boxed_slice();
+        // SAFETY: `bytes` is a well-formed `.eh_frame` section (perfsupport's
+        // builder writes CIE/FDE pairs with absptr addresses of live code,
+        // then the terminator); it is kept in `sections`, unmoved and
+        // unchanged, until `drop` has deregistered it.
+        unsafe { __register_frame(bytes.as_ptr()) };
+        self.sections.push(bytes);
     }
-    let bytes: &'static [u8] = Box::leak(eh_frame.into_boxed_slice());
-    // SAFETY: `bytes` is a well-formed `.eh_frame` section (perfsupport's
-    // builder writes CIE/FDE pairs with absptr addresses of live code, then
-    // the terminator), and it is leaked, so it stays valid and unmoved for
-    // as long as libgcc may read it.
-    unsafe { __register_frame(bytes.as_ptr()) };
+}
+
+impl Drop for Registrations {
+    fn drop(&mut self) {
+        for bytes in self.sections.drain(..).rev() {
+            // SAFETY: `bytes` was registered by `register` and not
+            // deregistered since (each section is drained once); libgcc
+            // forgets it before the bytes are freed at the end of this
+            // iteration.
+            unsafe { __deregister_frame(bytes.as_ptr()) };
+        }
+    }
 }
 // ANCHOR_END: register_frame
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gimli::write::{CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
+    use perfsupport::{CodeRegion, UnwindInfo};
+
+    /// `struct dwarf_eh_bases` of libgcc's `unwind-dw2-fde.h`.
+    #[repr(C)]
+    struct DwarfEhBases {
+        tbase: *mut u8,
+        dbase: *mut u8,
+        func: *mut u8,
+    }
+
+    unsafe extern "C" {
+        /// libgcc: the FDE covering `pc`, or null.
+        fn _Unwind_Find_FDE(pc: *mut u8, bases: *mut DwarfEhBases) -> *const u8;
+    }
+
+    /// True if the system unwinder has an FDE for `pc`.
+    fn unwinder_knows(pc: *const u8) -> bool {
+        let mut bases = DwarfEhBases {
+            tbase: std::ptr::null_mut(),
+            dbase: std::ptr::null_mut(),
+            func: std::ptr::null_mut(),
+        };
+        // SAFETY: a lookup only; `bases` is a valid out parameter.
+        !unsafe { _Unwind_Find_FDE(pc.cast_mut(), &mut bases) }.is_null()
+    }
+
+    #[test]
+    fn dropping_the_registrations_withdraws_them() {
+        // Stand-in "code": a heap buffer this test owns, so no other code
+        // (and no other test) has unwind info at these addresses.
+        let code = vec![0xc3u8; 64];
+        let mut cie = CommonInformationEntry::new(
+            gimli::Encoding {
+                address_size: 8,
+                format: gimli::Format::Dwarf32,
+                version: 1,
+            },
+            1,
+            -8,
+            gimli::X86_64::RA,
+        );
+        cie.add_instruction(CallFrameInstruction::Cfa(gimli::X86_64::RSP, 8));
+        cie.add_instruction(CallFrameInstruction::Offset(gimli::X86_64::RA, -8));
+        let fde = FrameDescriptionEntry::new(perfsupport::unwind::REGION_START, code.len() as u32);
+        let region = CodeRegion::new(&code, "stand-in").with_unwind(UnwindInfo {
+            cie: &cie,
+            fde: &fde,
+        });
+        let eh_frame =
+            perfsupport::unwind::eh_frame_for_register_frame(&[region]).expect("eh_frame");
+        let pc = code[10..].as_ptr();
+        assert!(!unwinder_knows(pc));
+        let mut registrations = Registrations::default();
+        registrations.register(eh_frame);
+        assert!(unwinder_knows(pc), "registered");
+        drop(registrations);
+        assert!(!unwinder_knows(pc), "withdrawn");
+    }
+}

@@ -273,7 +273,8 @@ impl Jit {
                 // SAFETY: the compiler built `entry` for `f` with the entry
                 // ABI (an entry shim or trampoline, `pipeline::install`),
                 // finalized it and reported it to the profilers before
-                // handing it over; code memory is never freed.
+                // handing it over; the code lives as long as the compiler,
+                // which outlives the run (see `Action`).
                 Action::Entry(f, entry) => unsafe {
                     vm.set_entry(f, entry);
                 },
@@ -608,7 +609,8 @@ unsafe impl TierUp for Jit {
 
 impl Drop for Jit {
     /// Completes the profiler outputs if [`TierUp::finish`] never ran (no
-    /// VM to report failures on then).
+    /// VM to report failures on then); the fields then drop in order, the
+    /// code memory last (see [`crate::pipeline`]).
     fn drop(&mut self) {
         if self.finished {
             return;

@@ -303,6 +303,7 @@ macro_rules! instruction_table {
         /// to index its handler table.
         #[repr(u8)]
         #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
         pub enum Op {
             $(
                 $(#[doc = $doc])*

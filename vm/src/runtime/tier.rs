@@ -137,19 +137,26 @@ impl Vm<'_> {
 /// Runs `<main>` (see [`crate::interp::run_main`]) with `hook` as the tier:
 /// sets every countdown to the hook's initial one, calls
 /// [`TierUp::start`], runs, and uninstalls the hook, so it is borrowed
-/// exactly as long as the interpreter can call it. [`TierUp::finish`] is
-/// left to the caller.
+/// exactly as long as the interpreter can call it. Uninstalling also points
+/// every entry back at [`crate::abi::interp_entry`]: the entries the hook
+/// installed need to stay valid only while it is borrowed, so a JIT may
+/// free its code when dropped. [`TierUp::finish`] is left to the caller.
 pub fn run_main(vm: &mut Vm<'_>, hook: &mut (dyn TierUp + 'static)) -> u32 {
     let initial = hook.initial_countdown();
     for func in 0..vm.funcs.len() as u32 {
         vm.set_countdown(func, initial);
     }
     hook.start(vm);
-    /// Uninstalls the hook even if the run unwinds.
+    /// Uninstalls the hook and its entries even if the run unwinds.
     struct Installed<'a, 'm>(&'a mut Vm<'m>);
     impl Drop for Installed<'_, '_> {
         fn drop(&mut self) {
             self.0.tier_up = None;
+            for func in 0..self.0.funcs.len() as u32 {
+                // SAFETY: the interpreter's own entry follows the entry ABI
+                // for every function.
+                unsafe { self.0.set_entry(func, crate::abi::interp_entry) };
+            }
         }
     }
     vm.tier_up = Some(NonNull::from(hook));
