@@ -8,7 +8,8 @@
 //! 3. **register unwind**: the batch's `.eh_frame` goes to the system
 //!    unwinder ([`system_unwind`]);
 //! 4. **report**: the batch goes to the profiler sinks (perf map, jitdump,
-//!    GDB) in one call;
+//!    GDB) in one call, and, in vmprof lines mode, each compiled body's
+//!    line table to the sampler ([`publish_vmprof_lines`]);
 //! 5. **install**: entry shims and trampolines go into the VM's entry
 //!    table; OSR variants are handed back to the tiering policy.
 //!
@@ -25,6 +26,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
+use perfsupport::vmprof::CodeLineRow;
 use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
 use vm::abi::{EntryFn, OsrFn, Vm};
 
@@ -269,6 +271,11 @@ impl CodeGen {
         for failure in profilers.register(&regions) {
             let _ = writeln!(vm.diagnostics(), "perfsupport: {failure}");
         }
+        if vm.vmprof_lines() {
+            for (d, region) in batch.iter().zip(&regions) {
+                publish_vmprof_lines(module, d, region.code);
+            }
+        }
         let listings: Vec<Option<Listing>> = (batch.iter().zip(&regions))
             .map(|(d, r)| d.ir.as_ref().map(|ir| Listing::new(&d.name, d.func, ir, r)))
             .collect();
@@ -345,6 +352,29 @@ fn line_rows<'a>(module: &'a vm::bytecode::Module, d: &Defined) -> Vec<LineEntry
     rows
 }
 // ANCHOR_END: line_rows
+
+// ANCHOR: publish_vmprof_lines
+/// Publishes the line table of a compiled body (a native function or an
+/// OSR variant; shims and trampolines have no lines of their own) for the
+/// vmprof sampler: each row names the function the code belongs to (for
+/// inlined code, the callee) and its line. Called before the code can run.
+fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8]) {
+    if !matches!(d.role, Role::Native | Role::Osr { .. }) {
+        return;
+    }
+    let rows = (d.rows.iter())
+        .map(|&(offset, attribution)| CodeLineRow {
+            offset,
+            key: match attribution {
+                line_table::Attribution::Inlined { func, .. } => func,
+                _ => d.func,
+            },
+            line: line_table::position(module, d.func, attribution).0,
+        })
+        .collect();
+    perfsupport::vmprof::publish_code_lines(code.as_ptr(), code.len(), rows);
+}
+// ANCHOR_END: publish_vmprof_lines
 
 // ANCHOR: make_isa
 /// The ISA: host CPU, `speed`, frame pointers kept (for perf's call graphs).

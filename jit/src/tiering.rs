@@ -202,6 +202,7 @@ impl Jit {
                     array,
                     call_conv,
                     inlined_frames: vm.vmprof_inlined_frames(),
+                    vmprof_lines: vm.vmprof_lines(),
                 };
                 translate::translate(b, module, &env, role);
             })

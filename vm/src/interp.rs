@@ -48,10 +48,15 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         }
         // The record before the depth that covers it: the vmprof sampler
         // reads these records from a signal handler (see `crate::vmprof`).
-        *(*vm).frames.add(depth) = FrameRecord { base, func };
+        *(*vm).frames.add(depth) = FrameRecord { base, func, pc: 0 };
         compiler_fence(Ordering::Release);
         (*vm).depth = depth;
-        let status = run(vm, func, base);
+        // vmprof lines mode gets its own copy of the loop (see `run`).
+        let status = if (*vm).vmprof_lines {
+            run::<true>(vm, func, base)
+        } else {
+            run::<false>(vm, func, base)
+        };
         (*vm).depth = depth - 1;
         status
     }
@@ -86,14 +91,20 @@ unsafe fn fail(vm: *mut Vm<'_>, err: RuntimeError, func: u32, pc: usize) -> u32 
     unsafe { (*vm).fail(err, func, pc) }
 }
 
-/// Runs the body of `func` in the frame at `regs`.
+/// Runs the body of `func` in the frame at `regs`, the innermost frame.
+///
+/// `LINES` (a vmprof session recording lines, `Vm::vmprof_lines`): before
+/// each instruction, store its index in the frame's record
+/// ([`FrameRecord::pc`]), where the sampler's signal handler reads the
+/// line each frame is executing. That is the only difference between the
+/// two copies: without lines the loop is exactly what it was.
 ///
 /// # Safety
 /// As for [`interp_entry`].
 // `!(a < b)` is deliberate: NaN operands must take the jump.
 #[allow(clippy::neg_cmp_op_on_partial_ord)]
 #[inline(always)]
-unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
+unsafe fn run<const LINES: bool>(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
     // SAFETY (whole body): register operands are < frame_size and the
     // frame lies in the value stack; constant/type/function indexes and
     // jump targets are in range (verified bytecode, see the module docs).
@@ -170,7 +181,19 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         }
         // ANCHOR_END: back_edge
 
+        // ANCHOR: lines_store
+        // This frame's record: `interp_entry` made it the innermost one.
+        let record_pc: *mut u32 = if LINES {
+            &raw mut (*(*vm).frames.add((*vm).depth)).pc
+        } else {
+            std::ptr::null_mut()
+        };
         loop {
+            if LINES {
+                // Volatile: nothing here reads it, the signal handler does.
+                record_pc.write_volatile(ip.offset_from(code) as u32);
+            }
+            // ANCHOR_END: lines_store
             let op = *ip;
             ip = ip.add(1);
             match op {
@@ -708,7 +731,7 @@ mod tests {
                 (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
                 return STATUS_ERROR;
             }
-            *(*vm).frames.add(depth) = FrameRecord { base, func };
+            *(*vm).frames.add(depth) = FrameRecord { base, func, pc: 0 };
             (*vm).depth = depth;
             *base.add(1) = 0; // a non-parameter ref register
             let status = run_slow_op(vm, func, base, 0);
