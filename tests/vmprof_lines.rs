@@ -163,3 +163,10 @@ fn jit_lines_show_seventy_thirty() {
     // through OSR, the later ones its compiled native function.
     check_tier("jit", &[], "90");
 }
+
+#[test]
+fn compiled_callers_show_their_call_site() {
+    // Everything compiled before it runs: <main>'s line comes from the
+    // index its compiled code stores before the call.
+    check_tier("jit0", &["--jit-threshold", "0"], "90");
+}

@@ -33,8 +33,7 @@ impl Translator<'_, '_> {
         b.ins().return_(&[zero, status]);
 
         b.switch_to_block(ok);
-        let record = self.push_frame_record(b, depth1, base, self.env.func);
-        self.record = self.env.vmprof_lines.then_some(record);
+        self.push_frame_record(b, depth1, base, self.env.func);
         self.depth0 = Some(depth);
         let nparams = self.f.params.len();
         let mut zero = None;
@@ -60,15 +59,13 @@ impl Translator<'_, '_> {
     /// without it, Cranelift's dead-store elimination may drop the depth
     /// store when nothing in between reads memory (a loop without calls, an
     /// inlined leaf), since it cannot know that a signal handler reads it.
-    ///
-    /// Returns the record's address.
     pub(super) fn push_frame_record(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         depth1: Value,
         base: Value,
         func: u32,
-    ) -> Value {
+    ) {
         let frames = b
             .ins()
             .load(types::I64, flags(), self.vm, offsets::FRAMES as i32);
@@ -80,7 +77,6 @@ impl Translator<'_, '_> {
         b.ins()
             .store(flags(), depth1, self.vm, offsets::DEPTH as i32);
         b.ins().sequence_point();
-        rec
     }
     // ANCHOR_END: push_frame_record
 

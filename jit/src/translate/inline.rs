@@ -96,7 +96,7 @@ impl Translator<'_, '_> {
             vm: self.vm,
             base: self.base,
             depth0: None,
-            record: None,
+            stored_line: None,
             error_exit: None,
             errors: ErrorBlocks::default(),
             role: self.role,

@@ -7,45 +7,61 @@
 //! and the line table the pipeline publishes. A compiled frame is not the
 //! innermost one exactly while it calls out (a Toy function, inlined or
 //! not, or a helper that runs the interpreter's code or the collector), so
-//! storing the index there, before each such instruction, is enough: one
-//! store of a constant per call. Without lines mode nothing is emitted.
+//! storing the index there, before each such instruction, is enough.
+//! Without lines mode nothing is emitted.
+//!
+//! Two economies, for call-heavy code such as `fib` (two calls per call):
+//!
+//! * a store is left out when an earlier one in the same basic block
+//!   stored an index of the same line (callees write their own records,
+//!   never this one, so it still holds; the sampler only needs the line);
+//! * the record's address is recomputed from `vm.frames` and the depth on
+//!   entry (kept anyway for the return; `vm.depth` in an OSR variant, whose
+//!   frame is the innermost one there too) rather than kept from the
+//!   prologue: a value live across every call would take a callee-saved
+//!   register, which costs a spill and a reload around every call.
 
 use super::*;
 
 impl Translator<'_, '_> {
-    /// The OSR variant's record: the interpreter's, `frames[vm.depth]`
-    /// (lines mode only).
-    pub(super) fn osr_record(&mut self, b: &mut FunctionBuilder<'_>) {
-        if !self.env.vmprof_lines {
-            return;
-        }
-        let frames = b
-            .ins()
-            .load(types::I64, flags(), self.vm, offsets::FRAMES as i32);
-        let depth = b
-            .ins()
-            .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
-        let offset = b.ins().ishl_imm_u(depth, 4);
-        self.record = Some(b.ins().iadd(frames, offset));
-    }
-
     // ANCHOR: store_pc
     /// Stores `pc` in the frame record if instruction `pc` calls out.
     pub(super) fn store_pc_if_calling(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) {
-        let Some(record) = self.record else { return };
+        if !self.env.vmprof_lines {
+            return;
+        }
         let calls_out = match self.f.code[pc] {
             Op::Call { .. } | Op::RemF { .. } | Op::LenS { .. } | Op::Pop { .. } => true,
             Op::EqS { .. } | Op::NeS { .. } | Op::LtS { .. } | Op::LeS { .. } => true,
             op => op.is_slow(),
         };
-        if calls_out {
-            let pcv = b.ins().iconst(types::I32, pc as i64);
-            b.ins()
-                .store(flags(), pcv, record, offsets::RECORD_PC as i32);
-            // Only the signal handler reads it: keep the store even before
-            // an inlined call, where no instruction reads memory.
-            b.ins().sequence_point();
+        let line = self.f.spans.get(pc).map(|span| span.line);
+        if !calls_out || (line.is_some() && line == self.stored_line) {
+            return;
         }
+        self.stored_line = line;
+        // frames[depth].pc = pc, with depth = depth0 + 1 in a native
+        // function.
+        let frames = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::FRAMES as i32);
+        let (depth, record_offset) = match self.depth0 {
+            Some(depth0) => (depth0, size_of::<vm::abi::FrameRecord>()),
+            None => {
+                let depth = b
+                    .ins()
+                    .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+                (depth, 0)
+            }
+        };
+        let offset = b.ins().ishl_imm_u(depth, 4);
+        let record = b.ins().iadd(frames, offset);
+        let pcv = b.ins().iconst(types::I32, pc as i64);
+        let at = (record_offset + offsets::RECORD_PC) as i32;
+        b.ins().store(flags(), pcv, record, at);
+        // Only the signal handler reads it: keep the store even before an
+        // inlined call, where no instruction reads memory.
+        b.ins().sequence_point();
     }
     // ANCHOR_END: store_pc
 }

@@ -145,7 +145,7 @@ pub fn translate(
         vm: Value::from_u32(0),
         base: Value::from_u32(0),
         depth0: None,
-        record: None,
+        stored_line: None,
         error_exit: None,
         errors: ErrorBlocks::default(),
         role,
@@ -171,9 +171,9 @@ struct Translator<'a, 'j> {
     base: Value,
     /// `vm.depth` on entry (native variant), restored on every exit.
     depth0: Option<Value>,
-    /// The address of this frame's record, kept only in vmprof lines mode
-    /// (see `lines`).
-    record: Option<Value>,
+    /// vmprof lines mode: the line of the index last stored in the frame
+    /// record in the current basic block (see `lines`).
+    stored_line: Option<u32>,
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     /// The shared cold blocks that record an error, then leave through
@@ -251,7 +251,6 @@ impl Translator<'_, '_> {
         let start = match self.role {
             Role::Osr { pc } => {
                 self.load_all_registers(b);
-                self.osr_record(b);
                 pc as usize
             }
             _ => {
@@ -282,6 +281,7 @@ impl Translator<'_, '_> {
                 }
                 b.switch_to_block(block);
                 self.array_fields.clear();
+                self.stored_line = None;
             } else if terminated {
                 continue; // unreachable
             }
