@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn a_pc_finds_the_row_that_covers_it() {
-        let code = vec![0u8; 64];
+        let code = [0u8; 64];
         let start = code.as_ptr();
         assert_eq!(lookup(start as usize), None);
         publish_code_lines(
@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn bytes_before_the_first_row_have_no_line() {
-        let code = vec![0u8; 8];
+        let code = [0u8; 8];
         let start = code.as_ptr();
         publish_code_lines(start, 8, vec![row(4, 1, 9)]);
         assert_eq!(lookup(start as usize), Some((u32::MAX, 0)));

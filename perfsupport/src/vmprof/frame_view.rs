@@ -491,7 +491,7 @@ mod tests {
         assert_eq!(read(None), vec![(12, 11), (16, 22), (16, 0)]);
         // Compiled code of key 1 at the interrupted pc: its line, for the
         // innermost frame only.
-        let code = vec![0u8; 16];
+        let code = [0u8; 16];
         code_lines::publish_code_lines(
             code.as_ptr(),
             16,
