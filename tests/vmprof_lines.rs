@@ -170,3 +170,39 @@ fn compiled_callers_show_their_call_site() {
     // index its compiled code stores before the call.
     check_tier("jit0", &["--jit-threshold", "0"], "90");
 }
+
+#[test]
+fn inlined_calls_show_their_call_site() {
+    // `add` is inlined into <main>'s loop and has no frame record: its
+    // code's line table names <main> and the call's line, 15 (compiled
+    // code stores nothing before an inlined call).
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vmprof_lines");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("inlined.prof");
+    let _ = std::fs::remove_file(&path);
+    let path_arg = path.to_str().expect("utf-8");
+    let script = "examples/scripts/bench/calls.toy";
+    let run = toyvm(&[
+        "run",
+        "--vmprof",
+        path_arg,
+        "--vmprof-lines",
+        script,
+        "400000000",
+    ]);
+    assert_eq!(run.status, Some(0), "stderr: {}", run.stderr);
+    let profile = read_profile(&path).expect("a readable profile");
+    let lines: Vec<u64> = (profile.samples.iter())
+        .filter(|s| s.stack.len() == 1)
+        .map(|s| s.lines[0])
+        .collect();
+    assert!(lines.len() >= 100, "{} samples in <main>", lines.len());
+    let on_call = lines.iter().filter(|&&l| l == 15).count();
+    assert!(
+        on_call * 10 >= lines.len() * 8,
+        "{on_call} of {} samples on the call's line: {lines:?}",
+        lines.len()
+    );
+    assert!(lines.iter().all(|&l| l == 14 || l == 15), "{lines:?}");
+    let _ = std::fs::remove_file(&path);
+}

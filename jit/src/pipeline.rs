@@ -356,20 +356,26 @@ fn line_rows<'a>(module: &'a vm::bytecode::Module, d: &Defined) -> Vec<LineEntry
 // ANCHOR: publish_vmprof_lines
 /// Publishes the line table of a compiled body (a native function or an
 /// OSR variant; shims and trampolines have no lines of their own) for the
-/// vmprof sampler: each row names the function the code belongs to (for
-/// inlined code, the callee) and its line. Called before the code can run.
+/// vmprof sampler: each row names the function the code belongs to and its
+/// line, and for inlined code also the caller and the call's line. Called
+/// before the code can run.
 fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8]) {
     if !matches!(d.role, Role::Native | Role::Osr { .. }) {
         return;
     }
+    let line = |attribution| line_table::position(module, d.func, attribution).0;
     let rows = (d.rows.iter())
-        .map(|&(offset, attribution)| CodeLineRow {
-            offset,
-            key: match attribution {
-                line_table::Attribution::Inlined { func, .. } => func,
-                _ => d.func,
+        .map(|&(offset, attribution)| match attribution {
+            line_table::Attribution::Inlined { func, call_pc, .. } => CodeLineRow {
+                offset,
+                key: func,
+                line: line(attribution),
+                // The caller, on the line of the call (an inlined call
+                // without `--vmprof-inlined` has no record of its own).
+                outer_key: d.func,
+                outer_line: line(line_table::Attribution::Site { pc: call_pc }),
             },
-            line: line_table::position(module, d.func, attribution).0,
+            _ => CodeLineRow::new(offset, d.func, line(attribution)),
         })
         .collect();
     perfsupport::vmprof::publish_code_lines(code.as_ptr(), code.len(), rows);

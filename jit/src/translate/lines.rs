@@ -5,10 +5,13 @@
 //! [`FrameRecord::pc`](vm::abi::FrameRecord::pc), except for the innermost
 //! compiled frame, whose line comes from the interrupted program counter
 //! and the line table the pipeline publishes. A compiled frame is not the
-//! innermost one exactly while it calls out (a Toy function, inlined or
-//! not, or a helper that runs the interpreter's code or the collector), so
-//! storing the index there, before each such instruction, is enough.
-//! Without lines mode nothing is emitted.
+//! innermost one exactly while it calls out (a Toy function or a helper
+//! that runs the interpreter's code or the collector), so storing the
+//! index there, before each such instruction, is enough. A call the JIT
+//! inlined needs no store unless it gets a record of its own
+//! (`--vmprof-inlined`): the published line table names, for inlined code,
+//! the caller and the call's line too. Without lines mode nothing is
+//! emitted.
 //!
 //! Two economies, for call-heavy code such as `fib` (two calls per call):
 //!
@@ -25,18 +28,24 @@ use super::*;
 
 impl Translator<'_, '_> {
     // ANCHOR: store_pc
-    /// Stores `pc` in the frame record if instruction `pc` calls out.
+    /// Stores `pc` in the frame record if instruction `pc` calls a helper
+    /// (a Toy call stores in `call`, unless it is inlined).
     pub(super) fn store_pc_if_calling(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) {
-        if !self.env.vmprof_lines {
-            return;
-        }
         let calls_out = match self.f.code[pc] {
-            Op::Call { .. } | Op::RemF { .. } | Op::LenS { .. } | Op::Pop { .. } => true,
+            Op::RemF { .. } | Op::LenS { .. } | Op::Pop { .. } => true,
             Op::EqS { .. } | Op::NeS { .. } | Op::LtS { .. } | Op::LeS { .. } => true,
             op => op.is_slow(),
         };
+        if calls_out {
+            self.store_pc(b, pc);
+        }
+    }
+
+    /// Stores `pc` in the frame record (lines mode only), unless an earlier
+    /// store in this basic block stored an index of the same line.
+    pub(super) fn store_pc(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) {
         let line = self.f.spans.get(pc).map(|span| span.line);
-        if !calls_out || (line.is_some() && line == self.stored_line) {
+        if !self.env.vmprof_lines || (line.is_some() && line == self.stored_line) {
             return;
         }
         self.stored_line = line;
@@ -60,7 +69,8 @@ impl Translator<'_, '_> {
         let at = (record_offset + offsets::RECORD_PC) as i32;
         b.ins().store(flags(), pcv, record, at);
         // Only the signal handler reads it: keep the store even before an
-        // inlined call, where no instruction reads memory.
+        // inlined call (`--vmprof-inlined`), where no instruction reads
+        // memory.
         b.ins().sequence_point();
     }
     // ANCHOR_END: store_pc

@@ -45,6 +45,39 @@ pub struct CodeLineRow {
     pub key: u32,
     /// The source line; 0 when unknown.
     pub line: u32,
+    /// For code inlined into another function: that function's key and
+    /// the line of its call, used when the innermost frame is that
+    /// function (the inlined call has no frame record of its own). For
+    /// other code, the same as `key` and `line`.
+    pub outer_key: u32,
+    /// See `outer_key`.
+    pub outer_line: u32,
+}
+
+impl CodeLineRow {
+    /// A row for code that is not inlined.
+    pub fn new(offset: u32, key: u32, line: u32) -> CodeLineRow {
+        CodeLineRow {
+            offset,
+            key,
+            line,
+            outer_key: key,
+            outer_line: line,
+        }
+    }
+
+    /// The line this code is on for a frame whose key is `key`: `line`
+    /// for the code's own function, `outer_line` for the function it was
+    /// inlined into; `None` for any other.
+    pub fn line_for(&self, key: u32) -> Option<u32> {
+        if key == self.key {
+            Some(self.line)
+        } else if key == self.outer_key {
+            Some(self.outer_line)
+        } else {
+            None
+        }
+    }
 }
 
 /// One published region.
@@ -74,14 +107,7 @@ static PUBLISH: Mutex<()> = Mutex::new(());
 pub fn publish_code_lines(start: *const u8, len: usize, mut rows: Vec<CodeLineRow>) {
     rows.sort_by_key(|row| row.offset);
     if rows.first().is_none_or(|row| row.offset != 0) {
-        rows.insert(
-            0,
-            CodeLineRow {
-                offset: 0,
-                key: u32::MAX,
-                line: 0,
-            },
-        );
+        rows.insert(0, CodeLineRow::new(0, u32::MAX, 0));
     }
     let _writer = PUBLISH.lock();
     let region = Box::new(Region {
@@ -110,9 +136,9 @@ pub fn retract_code_lines(start: *const u8) {
 }
 
 // ANCHOR: lookup
-/// The `(key, line)` of the machine code at `pc`, if a published region
-/// holds it. Async-signal-safe: atomic loads and a binary search.
-pub fn lookup(pc: usize) -> Option<(u32, u32)> {
+/// The row of the machine code at `pc`, if a published region holds it.
+/// Async-signal-safe: atomic loads and a binary search.
+pub fn lookup(pc: usize) -> Option<CodeLineRow> {
     let mut node = HEAD.load(Ordering::Acquire).cast_const();
     // SAFETY: nodes are leaked boxes, never freed; everything but `end` is
     // immutable once the release store of `HEAD` published it.
@@ -121,8 +147,7 @@ pub fn lookup(pc: usize) -> Option<(u32, u32)> {
             let offset = u32::try_from(pc - region.start).unwrap_or(u32::MAX);
             // The last row at or before `offset` (row 0 is at offset 0).
             let at = region.rows.partition_point(|row| row.offset <= offset);
-            let row = region.rows[at.max(1) - 1];
-            return Some((row.key, row.line));
+            return Some(region.rows[at.max(1) - 1]);
         }
         node = region.next;
     }
@@ -135,7 +160,7 @@ mod tests {
     use super::*;
 
     fn row(offset: u32, key: u32, line: u32) -> CodeLineRow {
-        CodeLineRow { offset, key, line }
+        CodeLineRow::new(offset, key, line)
     }
 
     #[test]
@@ -148,7 +173,7 @@ mod tests {
             64,
             vec![row(16, 3, 12), row(0, 3, 10), row(40, 7, 2)],
         );
-        let at = |offset: usize| lookup(start as usize + offset);
+        let at = |offset: usize| lookup(start as usize + offset).map(|r| (r.key, r.line));
         assert_eq!(at(0), Some((3, 10)));
         assert_eq!(at(15), Some((3, 10)));
         assert_eq!(at(16), Some((3, 12)));
@@ -164,8 +189,8 @@ mod tests {
         let code = [0u8; 8];
         let start = code.as_ptr();
         publish_code_lines(start, 8, vec![row(4, 1, 9)]);
-        assert_eq!(lookup(start as usize), Some((u32::MAX, 0)));
-        assert_eq!(lookup(start as usize + 5), Some((1, 9)));
+        assert_eq!(lookup(start as usize), Some(row(0, u32::MAX, 0)));
+        assert_eq!(lookup(start as usize + 5), Some(row(4, 1, 9)));
         retract_code_lines(start);
     }
 }

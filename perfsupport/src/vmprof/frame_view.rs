@@ -45,7 +45,9 @@
 //! since compiled code does not store its location on every instruction.
 //!
 //! ```text
-//! line(frame i) = if i is innermost and code_lines(pc) = (key_i, line): line
+//! line(frame i) = if i is innermost and code_lines(pc) has a row with
+//!                    key = key_i:        its line
+//!                    outer_key = key_i:  its outer_line (inlined code)
 //!                 else lines[key_i][load u32 [record_i + location_offset]]
 //!                 (0 when out of range: unknown)
 //! ```
@@ -182,8 +184,9 @@ impl FrameView {
         let Some(lines) = &self.lines else { return 0 };
         // SAFETY: the caller's contract.
         let key = unsafe { self.key_at(index) };
-        if let Some((code_key, line)) = innermost_pc.and_then(code_lines::lookup)
-            && code_key == key
+        if let Some(line) = innermost_pc
+            .and_then(code_lines::lookup)
+            .and_then(|row| row.line_for(key))
         {
             return line;
         }
@@ -495,11 +498,7 @@ mod tests {
         code_lines::publish_code_lines(
             code.as_ptr(),
             16,
-            vec![code_lines::CodeLineRow {
-                offset: 0,
-                key: 1,
-                line: 77,
-            }],
+            vec![code_lines::CodeLineRow::new(0, 1, 77)],
         );
         let pc = Some(code.as_ptr() as usize + 3);
         assert_eq!(read(pc), vec![(12, 11), (16, 22), (16, 77)]);
@@ -509,13 +508,21 @@ mod tests {
         code_lines::publish_code_lines(
             code.as_ptr(),
             16,
-            vec![code_lines::CodeLineRow {
-                offset: 0,
-                key: 0,
-                line: 5,
-            }],
+            vec![code_lines::CodeLineRow::new(0, 0, 5)],
         );
         assert_eq!(read(pc), vec![(12, 11), (16, 22), (16, 0)]);
+        code_lines::retract_code_lines(code.as_ptr());
+        // Code of key 0 inlined into key 1 at line 30: the call's line.
+        code_lines::publish_code_lines(
+            code.as_ptr(),
+            16,
+            vec![code_lines::CodeLineRow {
+                outer_key: 1,
+                outer_line: 30,
+                ..code_lines::CodeLineRow::new(0, 0, 5)
+            }],
+        );
+        assert_eq!(read(pc), vec![(12, 11), (16, 22), (16, 30)]);
         code_lines::retract_code_lines(code.as_ptr());
     }
 
