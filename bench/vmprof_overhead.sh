@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # What `toyvm run --vmprof` costs: CPU time (user+sys) of every benchmark in
-# examples/scripts/bench with and without `--vmprof FILE` at the default 1 kHz, in the
-# interpreter (--no-jit) and the JIT tier (default tier-up), as a Markdown table. Budget:
-# at most +5% for the interpreter, +2% for the JIT. Optionally the same for CPython with the
-# PyPI vmprof (`python -m vmprof -o FILE`) on the peers in bench/peers/py.
+# examples/scripts/bench without profiling, with `--vmprof FILE` and with `--vmprof FILE
+# --vmprof-lines` (lines mode) at the default 1 kHz, in the interpreter (--no-jit) and the
+# JIT tier (default tier-up), as a Markdown table. Budget: --vmprof at most +5% for the
+# interpreter, +2% for the JIT; --vmprof-lines at most +5% in each tier. Optionally the
+# same for CPython with the PyPI vmprof (`python -m vmprof -o FILE`, no lines) on the peers
+# in bench/peers/py.
 #
 # Usage (from anywhere):  bench/vmprof_overhead.sh
 # Environment:
@@ -46,32 +48,37 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_utime + r.ru_stime)' "$@"
 }
 
-# measure NAME "PLAIN CMD" "PROFILED CMD" -> one table row. The two commands alternate
-# (so slow drifts in machine load hit both alike), WARMUP+RUNS times each, and the row
-# compares the medians (robust when a benchmark is bimodal: the interpreter's fib runs
+# measure NAME "PLAIN CMD" "PROFILED CMD" ["LINES CMD"] -> one table row. The commands
+# alternate (so slow drifts in machine load hit all alike), WARMUP+RUNS times each, and the
+# row compares the medians (robust when a benchmark is bimodal: the interpreter's fib runs
 # 0.75 s or 0.85 s from one process to the next, with or without profiling) and, as a
 # second opinion, the minima (the runs least disturbed by other load).
 measure() {
-    local name=$1 plain=$2 profiled=$3 a=() b=() i
+    local name=$1 cmds=("${@:2}") runs=() i c
     for ((i = 0; i < WARMUP + RUNS; i++)); do
-        # shellcheck disable=SC2086 # the commands are word lists
-        a+=("$(cpu_seconds $plain)")
-        # shellcheck disable=SC2086
-        b+=("$(cpu_seconds $profiled)")
+        for c in "${!cmds[@]}"; do
+            # shellcheck disable=SC2086 # the commands are word lists
+            runs[c]+="$(cpu_seconds ${cmds[c]}) "
+        done
     done
-    python3 - "$name" "$WARMUP" "${a[*]}" "${b[*]}" <<'PY'
+    python3 - "$name" "$WARMUP" "${runs[@]}" <<'PY'
 import statistics, sys
 name, warmup = sys.argv[1], int(sys.argv[2])
-a = [float(x) for x in sys.argv[3].split()[warmup:]]
-b = [float(x) for x in sys.argv[4].split()[warmup:]]
-ma, mb = statistics.median(a), statistics.median(b)
-print(f"| {name} | {ma:.3f} | {mb:.3f} | {100 * (mb - ma) / ma:+.1f}% "
-      f"| {100 * (min(b) - min(a)) / min(a):+.1f}% |")
+series = [[float(x) for x in arg.split()[warmup:]] for arg in sys.argv[3:]]
+plain = series[0]
+cells = [f"{statistics.median(s):.3f}" for s in series]
+for s in series[1:]:
+    med = 100 * (statistics.median(s) - statistics.median(plain)) / statistics.median(plain)
+    low = 100 * (min(s) - min(plain)) / min(plain)
+    cells.append(f"{med:+.1f}% / {low:+.1f}%")
+if len(series) == 2:  # no lines mode (CPython): its two columns are empty
+    cells = [cells[0], cells[1], "-", cells[2], "-"]
+print(f"| {name} | " + " | ".join(cells) + " |")
 PY
 }
 
-echo "| benchmark | CPU s (median) | CPU s with vmprof (median) | overhead (medians) | overhead (minima) |"
-echo "|---|---:|---:|---:|---:|"
+echo "| benchmark | CPU s (median) | with --vmprof | with --vmprof-lines | --vmprof overhead (medians / minima) | --vmprof-lines overhead (medians / minima) |"
+echo "|---|---:|---:|---:|---:|---:|"
 # toyvm_rows TIER LABEL "FLAGS" SIZES -> one row per benchmark, if TIER is in $TIERS
 toyvm_rows() {
     local tier=$1 label=$2 flags=$3 bench script
@@ -81,7 +88,8 @@ toyvm_rows() {
         script=examples/scripts/bench/$bench.toy
         measure "$label $bench ${sizes[$bench]}" \
             "$TOYVM run $flags $script ${sizes[$bench]}" \
-            "$TOYVM run $flags --vmprof $TMP/p.prof $script ${sizes[$bench]}"
+            "$TOYVM run $flags --vmprof $TMP/p.prof $script ${sizes[$bench]}" \
+            "$TOYVM run $flags --vmprof $TMP/p.prof --vmprof-lines $script ${sizes[$bench]}"
     done
 }
 toyvm_rows interp "toyvm --no-jit" "--no-jit" INTERP_SIZE

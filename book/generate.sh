@@ -16,7 +16,8 @@
 #     small Python reader below);
 #   * `toyvm disasm --jit` of book/examples/fib.toy and `--jit-stats` runs
 #     (Tiering and Cranelift);
-#   * `toyvm run --vmprof` and `toyvm report` (tree, --folded, --flamegraph),
+#   * `toyvm run --vmprof` and `toyvm report` (tree, --folded, --flamegraph,
+#     --lines after `--vmprof-lines`),
 #     and the PyPI `vmprofshow` if one is installed (VMPROFSHOW=PATH or on
 #     PATH);
 #   * if `perf` and `readelf` work: the same child under `perf record -k 1`,
@@ -182,6 +183,15 @@ strip_counts() {
         awk '{ n[NR] = $NF; line[NR] = $0; total += $NF }
             END { for (i = 1; i <= NR; i++) if (n[i] * 40 >= total) print line[i] }' | sed -E 's/ [0-9]+$/ N/'
 } >"$OUT/vmprof-folded.txt"
+# Lines mode: the hottest lines of each function.
+"$TOYVM" run --vmprof "$WORK/demo-lines.prof" --vmprof-lines examples/scripts/profile_demo.toy 200000 300 >/dev/null
+{
+    echo "\$ toyvm run --vmprof demo-lines.prof --vmprof-lines examples/scripts/profile_demo.toy 200000 300"
+    echo "\$ toyvm report --lines demo-lines.prof   # percentages replaced by NN.N%; the hottest lines only"
+    "$TOYVM" report --lines "$WORK/demo-lines.prof" | sed -n '/^Hottest lines/,$p' | strip_counts |
+        sed -E -e 's/: [0-9]+\.[0-9]% total, [0-9]+\.[0-9]% self/: NN.N% total, NN.N% self/'
+} >"$OUT/vmprof-lines-report.txt"
+rm -f "$WORK/demo-lines.prof"
 # The PyPI vmprof reader, if one is installed (VMPROFSHOW=/path/to/vmprofshow
 # or on PATH); otherwise the committed output is kept.
 VMPROFSHOW=${VMPROFSHOW:-$(command -v vmprofshow || true)}

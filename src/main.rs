@@ -111,6 +111,13 @@ struct RunArgs {
     #[arg(long, requires = "vmprof")]
     vmprof_inlined: bool,
 
+    /// Also record, for every frame of every --vmprof sample, the source
+    /// line it was executing (vmprof lines mode; `toyvm report --lines`
+    /// shows the hottest lines). Costs the interpreter a store per
+    /// instruction and compiled code a store per call.
+    #[arg(long, requires = "vmprof")]
+    vmprof_lines: bool,
+
     /// The call-depth limit (at least 1): deeper calls stop the script
     /// with an error.
     #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH as u64,
@@ -260,6 +267,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
             path,
             interval: std::time::Duration::from_micros(run.vmprof_interval_us),
             inlined_frames: run.vmprof_inlined,
+            lines: run.vmprof_lines,
         }),
         on_output,
         ..vm::driver::Options::default()

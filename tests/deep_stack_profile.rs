@@ -1,13 +1,17 @@
 //! Deep stacks are profiled right (issue 11, item 7): a sample holds at
 //! most 1,024 frames, and a deeper stack keeps its innermost ones, where
 //! the time goes, under one `[outer frames cut]` frame, in every tier, as
-//! the file reader and `toyvm report` show.
+//! the file reader and `toyvm report` show; the file says how many frames
+//! were cut (META `cut_samples` and `cut_frames_max`), and so does the
+//! report.
 
 mod common;
 
 use std::path::PathBuf;
 
-use perfsupport::vmprof::{CUT_FRAMES_NAME, SHADOW_STACK_CAPACITY, read_profile};
+use perfsupport::vmprof::{
+    CUT_FRAMES_NAME, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, SHADOW_STACK_CAPACITY, read_profile,
+};
 
 const TIERS: [&[&str]; 3] = [
     &["--no-jit"],
@@ -31,7 +35,7 @@ fn a_1030_deep_recursion_shows_its_leaf_under_a_cut_marker() {
         let mut args = vec!["run", "--vmprof", profile_arg];
         args.extend_from_slice(tier);
         // ~0.3-0.4 s in the leaf (measured on a quiet machine), 1,030
-        // calls of `down` deep (1,032 frames): a few hundred samples.
+        // calls of `down` deep (1,033 frames): a few hundred samples.
         let n = if tier == ["--no-jit"] {
             "60000000"
         } else {
@@ -69,18 +73,39 @@ fn a_1030_deep_recursion_shows_its_leaf_under_a_cut_marker() {
             let stack = names(&sample.stack);
             assert!(stack.len() <= SHADOW_STACK_CAPACITY, "{tier:?}");
             if stack.last().map(String::as_str) == Some("leaf") {
-                // 1,032 frames: the 9 outermost (<main> and 8 `down`) are
-                // one marker frame, then 1,022 `down` and the leaf.
+                // 1,033 frames (<main>, `down` for d = 1030 ..= 0, the
+                // leaf): the 10 outermost (<main> and 9 `down`) are one
+                // marker frame, then 1,022 `down` and the leaf.
                 assert_eq!(stack.len(), SHADOW_STACK_CAPACITY, "{tier:?}");
                 assert_eq!(stack[0], CUT_FRAMES_NAME, "{tier:?}");
                 assert!(stack[1..stack.len() - 1].iter().all(|n| n == "down"));
             }
         }
 
-        // `toyvm report` names the marker and the leaf's self time.
+        // How many were cut: every sample at the leaf lost 10 frames; a
+        // sample on the way down or up may have lost fewer.
+        let cut = (samples.iter())
+            .filter(|s| names(&s.stack).first().map(String::as_str) == Some(CUT_FRAMES_NAME))
+            .count();
+        assert!(cut > 0, "{tier:?}");
+        assert_eq!(
+            profile.meta_value(META_CUT_SAMPLES),
+            Some(cut.to_string().as_str()),
+            "{tier:?}"
+        );
+        assert_eq!(
+            profile.meta_value(META_CUT_FRAMES_MAX),
+            Some("10"),
+            "{tier:?}"
+        );
+
+        // `toyvm report` names the marker and the leaf's self time, and
+        // says how many frames were cut.
         let report = common::toyvm(&["report", profile_arg]);
         assert_eq!(report.status, Some(0), "{}", report.stderr);
         assert!(report.stdout.contains(CUT_FRAMES_NAME), "{}", report.stdout);
+        let said = format!("{cut} samples had their outermost frames cut (at most 10 frames each)");
+        assert!(report.stdout.contains(&said), "{}", report.stdout);
         let folded = common::toyvm(&["report", "--folded", profile_arg]);
         assert_eq!(folded.status, Some(0), "{}", folded.stderr);
         let leaf_samples: u64 = folded

@@ -37,9 +37,10 @@ struct Handler {
 }
 
 /// The handler of every opcode, read from the release `toyvm` binary: the
-/// entries of its `HANDLERS` table (through their relocations in a
-/// position-independent binary), each decoded up to its symbol's size.
-fn handlers() -> Vec<Handler> {
+/// entries of its handler table `table` (`HANDLERS`, or `HANDLERS_LINES`
+/// for vmprof lines mode) through their relocations in a
+/// position-independent binary, each decoded up to its symbol's size.
+fn handlers(table_name: &str) -> Vec<Handler> {
     let path = env!("CARGO_BIN_EXE_toyvm");
     let data = std::fs::read(path).expect("read the toyvm binary");
     let file = object::File::parse(&*data).expect("parse the toyvm binary");
@@ -50,14 +51,14 @@ fn handlers() -> Vec<Handler> {
             continue;
         };
         match symbol.kind() {
-            SymbolKind::Data if name == "HANDLERS" => table = Some(symbol),
+            SymbolKind::Data if name == table_name => table = Some(symbol),
             SymbolKind::Text if symbol.size() > 0 => {
                 functions.insert(symbol.address(), (name.to_string(), symbol));
             }
             _ => {}
         }
     }
-    let table = table.expect("the HANDLERS table's symbol");
+    let table = table.unwrap_or_else(|| panic!("no symbol for the {table_name} table"));
     let count = vm::bytecode::Op::COUNT;
     assert_eq!(
         table.size(),
@@ -123,13 +124,14 @@ fn is_computed(i: &Instruction, mnemonic: Mnemonic) -> bool {
 
 #[test]
 fn every_instruction_has_a_handler_that_jumps_to_the_next() {
-    let handlers = handlers();
     let mut problems = Vec::new();
-    for (h, name) in handlers.iter().zip(vm::bytecode::Op::NAMES) {
+    let tables = ["HANDLERS", "HANDLERS_LINES"].map(|t| (t, handlers(t)));
+    for (table, handlers) in &tables {
+      for (h, name) in handlers.iter().zip(vm::bytecode::Op::NAMES) {
         let name = if h.symbol == name {
-            name.to_string()
+            format!("{table}[{name}]")
         } else {
-            format!("{name} (merged into {})", h.symbol)
+            format!("{table}[{name}] (merged into {})", h.symbol)
         };
         // The frame pointer is kept: perf walks through the interpreter.
         let prologue: Vec<Code> = h.code.iter().take(2).map(|i| i.code()).collect();
@@ -162,6 +164,7 @@ fn every_instruction_has_a_handler_that_jumps_to_the_next() {
         if !returns_only && !jumps {
             problems.push(format!("{name}: no indirect jump to the next handler"));
         }
+      }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

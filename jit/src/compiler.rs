@@ -56,6 +56,8 @@ pub trait Source {
     fn constants(&self, func: u32) -> &[u64];
     /// `--vmprof-inlined`: inlined calls get frame records.
     fn inlined_frames(&self) -> bool;
+    /// `--vmprof-lines`: compiled code stores call-site pcs in its record.
+    fn vmprof_lines(&self) -> bool;
 }
 
 impl Source for Vm<'_> {
@@ -68,6 +70,9 @@ impl Source for Vm<'_> {
     fn inlined_frames(&self) -> bool {
         self.vmprof_inlined_frames()
     }
+    fn vmprof_lines(&self) -> bool {
+        Vm::vmprof_lines(self)
+    }
 }
 
 /// An owned copy of what [`Source`] gives, for the compiler thread (the VM
@@ -77,6 +82,7 @@ pub struct Program {
     module: Module,
     constants: Vec<Box<[u64]>>,
     inlined_frames: bool,
+    vmprof_lines: bool,
 }
 
 impl Program {
@@ -90,6 +96,7 @@ impl Program {
             module,
             constants,
             inlined_frames: vm.vmprof_inlined_frames(),
+            vmprof_lines: vm.vmprof_lines(),
         }
     }
 }
@@ -103,6 +110,9 @@ impl Source for Program {
     }
     fn inlined_frames(&self) -> bool {
         self.inlined_frames
+    }
+    fn vmprof_lines(&self) -> bool {
+        self.vmprof_lines
     }
 }
 
@@ -264,6 +274,7 @@ impl Compiler {
                     array,
                     call_conv,
                     inlined_frames: src.inlined_frames(),
+                    vmprof_lines: src.vmprof_lines(),
                 };
                 translate::translate(b, jit_module, &env, role);
             })
@@ -332,7 +343,7 @@ impl Compiler {
         let mut warnings = Vec::new();
         let finished = self
             .codegen
-            .finish(src.module(), &self.profilers, &mut warnings);
+            .finish(src.module(), src.vmprof_lines(), &self.profilers, &mut warnings);
         out.extend(warnings.into_iter().map(Action::Warn));
         match finished {
             Ok(finished) => {

@@ -43,13 +43,19 @@ pub fn function_line() -> SourceLoc {
 /// The bits of [`function_line`].
 const FUNCTION_LINE_BITS: u32 = u32::MAX - 1;
 
-/// Set in a location of inlined code: the rest is `(callee, pc)`.
+/// Set in a location of inlined code: the rest is `(callee, pc, call_pc)`.
 const INLINED: u32 = 1 << 31;
-/// Bits of the bytecode index in an inlined location.
-const INLINED_PC_BITS: u32 = 20;
+/// Bits of the call's bytecode index in an inlined location (the low
+/// bits).
+const INLINED_CALL_PC_BITS: u32 = 15;
+/// Bits of the callee's bytecode index (an inlinable leaf has at most 24
+/// instructions), above the call's.
+const INLINED_PC_BITS: u32 = 5;
+/// Where the callee's index starts.
+const INLINED_FUNC_SHIFT: u32 = INLINED_CALL_PC_BITS + INLINED_PC_BITS;
 /// Largest callee index an inlined location can hold (the marker
 /// [`function_line`] stays out of reach).
-const INLINED_MAX_FUNC: u32 = (1 << (31 - INLINED_PC_BITS)) - 2;
+const INLINED_MAX_FUNC: u32 = (1 << (31 - INLINED_FUNC_SHIFT)) - 2;
 
 /// The source location of bytecode instruction `pc` of the function being
 /// compiled.
@@ -59,12 +65,17 @@ pub fn site(pc: usize) -> SourceLoc {
 }
 
 /// The source location of instruction `pc` of `callee`, inlined at the
-/// caller's instruction `call_pc`. A callee or index too large to encode
-/// (never in practice) falls back to the call site: still a true line,
-/// just the caller's.
+/// caller's instruction `call_pc` (kept for vmprof lines mode: the
+/// caller's line while it runs inlined code). A callee or index too large
+/// to encode (a caller of more than 32,767 instructions) falls back to the
+/// call site: still a true line, just the caller's.
 pub fn inlined_site(callee: u32, pc: usize, call_pc: usize) -> SourceLoc {
-    if callee <= INLINED_MAX_FUNC && pc < (1 << INLINED_PC_BITS) {
-        SourceLoc::new(INLINED | callee << INLINED_PC_BITS | pc as u32)
+    if callee <= INLINED_MAX_FUNC
+        && pc < (1 << INLINED_PC_BITS)
+        && call_pc < (1 << INLINED_CALL_PC_BITS)
+    {
+        let pc = (pc as u32) << INLINED_CALL_PC_BITS;
+        SourceLoc::new(INLINED | callee << INLINED_FUNC_SHIFT | pc | call_pc as u32)
     } else {
         site(call_pc)
     }
@@ -77,8 +88,9 @@ pub enum Attribution {
     Function,
     /// Instruction `pc` of the compiled function itself.
     Site { pc: u32 },
-    /// Instruction `pc` of function `func`, inlined.
-    Inlined { func: u32, pc: u32 },
+    /// Instruction `pc` of function `func`, inlined at instruction
+    /// `call_pc` of the compiled function.
+    Inlined { func: u32, pc: u32, call_pc: u32 },
 }
 
 impl Attribution {
@@ -93,8 +105,9 @@ impl Attribution {
             Attribution::Function
         } else if bits & INLINED != 0 {
             Attribution::Inlined {
-                func: (bits & !INLINED) >> INLINED_PC_BITS,
-                pc: bits & ((1 << INLINED_PC_BITS) - 1),
+                func: (bits & !INLINED) >> INLINED_FUNC_SHIFT,
+                pc: (bits >> INLINED_CALL_PC_BITS) & ((1 << INLINED_PC_BITS) - 1),
+                call_pc: bits & ((1 << INLINED_CALL_PC_BITS) - 1),
             }
         } else {
             Attribution::Site { pc: bits }
@@ -150,7 +163,7 @@ pub fn position(module: &Module, func: u32, attribution: Attribution) -> (u32, u
     let span = match attribution {
         Attribution::Function => f.span,
         Attribution::Site { pc } => f.spans.get(pc as usize).copied().unwrap_or(f.span),
-        Attribution::Inlined { func, pc } => module
+        Attribution::Inlined { func, pc, .. } => module
             .functions
             .get(func as usize)
             .and_then(|callee| callee.spans.get(pc as usize))
@@ -317,7 +330,11 @@ mod tests {
         );
         assert_eq!(
             Attribution::decode(inlined_site(3, 5, 9)),
-            Some(Attribution::Inlined { func: 3, pc: 5 })
+            Some(Attribution::Inlined {
+                func: 3,
+                pc: 5,
+                call_pc: 9
+            })
         );
         // Too large to encode: the call site.
         assert_eq!(

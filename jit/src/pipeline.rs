@@ -8,7 +8,8 @@
 //! 3. **register unwind**: the batch's `.eh_frame` goes to the system
 //!    unwinder ([`system_unwind`]);
 //! 4. **report**: the batch goes to the profiler sinks (perf map, jitdump,
-//!    GDB) in one call;
+//!    GDB) in one call, and, in vmprof lines mode, each compiled body's
+//!    line table to the sampler ([`publish_vmprof_lines`]);
 //! 5. **install**: entry shims, trampolines and OSR variants are handed
 //!    back to the tiering policy, which puts entries into the VM's entry
 //!    table on the interpreter's thread (the batch may have been made on
@@ -34,6 +35,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
+use perfsupport::vmprof::CodeLineRow;
 use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
 use std::mem::ManuallyDrop;
 use vm::abi::{EntryFn, OsrFn};
@@ -255,8 +257,9 @@ impl CodeGen {
     }
 
     // ANCHOR: finish
-    /// Makes the batch final and publishes it (see the module docs);
-    /// sink failures are added to `warnings`, for the VM's diagnostics.
+    /// Makes the batch final and publishes it (see the module docs), with
+    /// its line tables for vmprof if `vmprof_lines`; sink failures are
+    /// added to `warnings`, for the VM's diagnostics.
     ///
     /// # Errors
     /// Cranelift's message if the batch cannot be finalized (then nothing
@@ -264,6 +267,7 @@ impl CodeGen {
     pub fn finish(
         &mut self,
         module: &Bytecode,
+        vmprof_lines: bool,
         profilers: &Profilers,
         warnings: &mut Vec<String>,
     ) -> Result<Vec<Finished>, String> {
@@ -283,6 +287,11 @@ impl CodeGen {
         }
         for failure in profilers.register(&regions) {
             warnings.push(format!("perfsupport: {failure}"));
+        }
+        if vmprof_lines {
+            for (d, region) in batch.iter().zip(&regions) {
+                publish_vmprof_lines(module, d, region.code);
+            }
         }
         let listings: Vec<Option<Listing>> = (batch.iter().zip(&regions))
             .map(|(d, r)| d.ir.as_ref().map(|ir| Listing::new(&d.name, d.func, ir, r)))
@@ -385,6 +394,35 @@ fn line_rows<'a>(module: &'a vm::bytecode::Module, d: &Defined) -> Vec<LineEntry
     rows
 }
 // ANCHOR_END: line_rows
+
+// ANCHOR: publish_vmprof_lines
+/// Publishes the line table of a compiled body (a native function or an
+/// OSR variant; shims and trampolines have no lines of their own) for the
+/// vmprof sampler: each row names the function the code belongs to and its
+/// line, and for inlined code also the caller and the call's line. Called
+/// before the code can run.
+fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8]) {
+    if !matches!(d.role, Role::Native | Role::Osr { .. }) {
+        return;
+    }
+    let line = |attribution| line_table::position(module, d.func, attribution).0;
+    let rows = (d.rows.iter())
+        .map(|&(offset, attribution)| match attribution {
+            line_table::Attribution::Inlined { func, call_pc, .. } => CodeLineRow {
+                offset,
+                key: func,
+                line: line(attribution),
+                // The caller, on the line of the call (an inlined call
+                // without `--vmprof-inlined` has no record of its own).
+                outer_key: d.func,
+                outer_line: line(line_table::Attribution::Site { pc: call_pc }),
+            },
+            _ => CodeLineRow::new(offset, d.func, line(attribution)),
+        })
+        .collect();
+    perfsupport::vmprof::publish_code_lines(code.as_ptr(), code.len(), rows);
+}
+// ANCHOR_END: publish_vmprof_lines
 
 // ANCHOR: make_isa
 /// The ISA: host CPU, `speed`, frame pointers kept (for perf's call graphs).

@@ -240,6 +240,7 @@ fn a_frame_view_is_sampled_instead_of_the_shadow_stack() {
             stride: size_of::<Record>(),
             key_offset: std::mem::offset_of!(Record, key),
             ids: vec![w.inner, w.outer, w.middle].into_boxed_slice(),
+            lines: None,
         })
     };
     // SAFETY: the same two locations, written as the protocol says.

@@ -72,6 +72,9 @@ mod tests {
             script: Some("a.toy".into()),
             period_us: 1000,
             frames: vec![frame("<main>"), frame("f"), frame("odd name;x")],
+            lines: Vec::new(),
+            cut_samples: 0,
+            cut_frames_max: 0,
             stacks: vec![vec![0, 1], vec![0, 2], vec![0, 1], vec![0]],
         };
         assert_eq!(

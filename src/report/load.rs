@@ -14,7 +14,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use perfsupport::vmprof::{ReadError, read_salvaging};
+use perfsupport::vmprof::format::PROFILE_LINES;
+use perfsupport::vmprof::{META_CUT_FRAMES_MAX, META_CUT_SAMPLES, ReadError, read_salvaging};
 
 /// One code object as named in a profile.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,7 +30,7 @@ pub struct Frame {
 }
 
 /// A profile, ready for the report.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct VmProfile {
     /// The interpreter name from the HEADER record (`toyvm`, `cpython`...).
     pub interp: String,
@@ -41,6 +42,15 @@ pub struct VmProfile {
     pub frames: Vec<Frame>,
     /// One entry per sample: indexes into `frames`, root first.
     pub stacks: Vec<Vec<usize>>,
+    /// A profile in lines mode (`run --vmprof-lines`): per sample, the line
+    /// each frame of its stack was executing (0: unknown). Empty otherwise.
+    pub lines: Vec<Vec<u32>>,
+    /// Samples whose outermost frames were cut (deeper than the sampler
+    /// keeps), and the most frames cut from one: from the profile's
+    /// `cut_samples` and `cut_frames_max` META records, 0 without them.
+    pub cut_samples: u64,
+    /// See `cut_samples`.
+    pub cut_frames_max: u64,
 }
 
 /// A loaded profile and what the reader had to warn about.
@@ -90,8 +100,26 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
             .collect();
         stacks.push(stack);
     }
+    let lines = if profile.mode & PROFILE_LINES != 0 {
+        (profile.samples.iter())
+            .map(|s| {
+                let line = |&l: &u64| u32::try_from(l).unwrap_or(0);
+                s.lines.iter().map(line).collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let meta_count = |key: &str| {
+        (profile.meta_value(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
     Ok(Loaded {
         profile: VmProfile {
+            lines,
+            cut_samples: meta_count(META_CUT_SAMPLES),
+            cut_frames_max: meta_count(META_CUT_FRAMES_MAX),
             script: profile.meta_value("script").map(str::to_owned),
             interp: profile.interp,
             period_us: u64::try_from(profile.period_us).unwrap_or(0),

@@ -1,9 +1,11 @@
 //! `toyvm report FILE`: reads a vmprof profile (written by `toyvm run
 //! --vmprof` or by any other VM, see [`load`]) and prints a call tree and a
-//! flat profile, or collapsed stacks (`--folded`), and/or draws an SVG
-//! flame graph (`--flamegraph`).
+//! flat profile (and with `--lines` the hottest lines of each function),
+//! or collapsed stacks (`--folded`), and/or draws an SVG flame graph
+//! (`--flamegraph`).
 
 mod folded;
+mod lines;
 mod load;
 mod text;
 mod tree;
@@ -20,6 +22,12 @@ pub struct ReportArgs {
     /// flame-graph tools) instead of the report.
     #[arg(long)]
     folded: bool,
+
+    /// Also print the hottest lines of each function, with their source
+    /// text (a profile recorded with `run --vmprof-lines`; the source files
+    /// are read from where the profile names them).
+    #[arg(long, conflicts_with = "folded")]
+    lines: bool,
 
     /// Also write an SVG flame graph to OUT.
     #[arg(long, value_name = "OUT.svg")]
@@ -50,7 +58,11 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
             .iter()
             .try_for_each(|line| writeln!(stdout, "{line}"))
     } else {
-        stdout.write_all(text::render(&profile, args.min_percent).as_bytes())
+        let mut report = text::render(&profile, args.min_percent);
+        if args.lines {
+            report += &lines::render(&profile, &|file| std::fs::read_to_string(file).ok());
+        }
+        stdout.write_all(report.as_bytes())
     };
     // A closed pipe (`| head`) is not an error worth reporting.
     if let Err(e) = printed.and_then(|()| stdout.flush())

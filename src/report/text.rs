@@ -30,6 +30,13 @@ pub fn render(profile: &VmProfile, min_percent: f64) -> String {
         cpu_ms / 1000,
         cpu_ms % 1000
     );
+    if profile.cut_samples > 0 {
+        let _ = writeln!(
+            out,
+            "{} samples had their outermost frames cut (at most {} frames each): they show under `[outer frames cut]`",
+            profile.cut_samples, profile.cut_frames_max
+        );
+    }
     if samples == 0 {
         out.push_str("\nNo samples: the script used less CPU time than one sampling interval.\n");
         return out;

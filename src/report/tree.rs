@@ -144,6 +144,9 @@ mod tests {
             script: Some("a.toy".into()),
             period_us: 1000,
             frames: vec![frame("<main>"), frame("f"), frame("g")],
+            lines: Vec::new(),
+            cut_samples: 0,
+            cut_frames_max: 0,
             stacks,
         }
     }

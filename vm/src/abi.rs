@@ -59,6 +59,12 @@ pub struct FrameRecord {
     pub base: *mut u64,
     /// Index of the function running in it.
     pub func: u32,
+    /// Only while a vmprof session records lines ([`Vm::vmprof_lines`]):
+    /// the bytecode index the frame is executing (the interpreter stores
+    /// it before each instruction, compiled code before each call, so a
+    /// caller's is its call instruction). Stale otherwise; nothing but the
+    /// sampler reads it.
+    pub pc: u32,
 }
 // ANCHOR_END: entry_abi
 
@@ -75,6 +81,9 @@ pub mod offsets {
     pub const MAX_DEPTH: usize = std::mem::offset_of!(Vm<'static>, max_depth);
     /// The frame records (`*mut FrameRecord`), indexed by depth.
     pub const FRAMES: usize = std::mem::offset_of!(Vm<'static>, frames);
+    /// A frame record's location for vmprof lines mode (`u32`, see
+    /// [`super::FrameRecord::pc`]).
+    pub const RECORD_PC: usize = std::mem::offset_of!(super::FrameRecord, pc);
     /// The entry table (`*mut EntryFn`), indexed by function.
     pub const ENTRY_TABLE: usize = std::mem::offset_of!(Vm<'static>, entry_table);
     /// Lowest native stack pointer for a compiled frame (`usize`, 0: no

@@ -23,12 +23,22 @@
 //!
 //! So every active Toy frame is in every sample, whichever tier runs it,
 //! and every sample is rooted at `<main>`.
+//!
+//! **Lines** ([`VmprofOptions::lines`], `--vmprof-lines`): every frame of
+//! every sample also gets the line it is executing. Each record's
+//! [`FrameRecord::pc`] holds a bytecode index, mapped to a line through
+//! each function's spans ([`FrameLines`]): the interpreter stores it before
+//! every instruction (a second copy of its loop, chosen at entry), compiled
+//! code before every call; the innermost compiled frame's line comes from
+//! the interrupted program counter and the line tables the JIT publishes
+//! (`perfsupport::vmprof::code_lines`). Without lines every tier runs the
+//! code it runs unprofiled.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use perfsupport::vmprof::{
-    self, CodeId, CodeIdCell, EnableOptions, FrameView, FrameViewGuard, ProfileSummary,
+    self, CodeId, CodeIdCell, EnableOptions, FrameLines, FrameView, FrameViewGuard, ProfileSummary,
     VmprofError, install_frame_view,
 };
 
@@ -61,6 +71,9 @@ pub struct VmprofOptions {
     /// Costs a few stores per inlined call; without it an inlined call's
     /// time counts as its caller's.
     pub inlined_frames: bool,
+    /// Whether every frame of every sample records the line it is
+    /// executing (`--vmprof-lines`, the vmprof lines mode).
+    pub lines: bool,
 }
 
 impl VmprofOptions {
@@ -70,6 +83,7 @@ impl VmprofOptions {
             path: path.into(),
             interval: vmprof::DEFAULT_INTERVAL,
             inlined_frames: false,
+            lines: false,
         }
     }
 }
@@ -111,6 +125,7 @@ impl Session {
             .collect();
         let mut enable = EnableOptions::new(INTERP_NAME);
         enable.interval = options.interval;
+        enable.lines = options.lines;
         enable.meta.push(("script".to_owned(), module.path.clone()));
         enable
             .meta
@@ -124,6 +139,13 @@ impl Session {
             stride: size_of::<FrameRecord>(),
             key_offset: std::mem::offset_of!(FrameRecord, func),
             ids: code_ids,
+            lines: options.lines.then(|| FrameLines {
+                location_offset: std::mem::offset_of!(FrameRecord, pc),
+                // Per function, the line of each bytecode index.
+                lines: (module.functions.iter())
+                    .map(|f| f.spans.iter().map(|span| span.line).collect())
+                    .collect(),
+            }),
         };
         // SAFETY: the caller keeps `vm` alive and in place on this thread
         // until the session ends, and the guard is dropped with the
@@ -133,6 +155,7 @@ impl Session {
         let view = unsafe { install_frame_view(view) };
         // ANCHOR_END: frame_view
         vm.vmprof_inlined_frames = options.inlined_frames;
+        vm.vmprof_lines = options.lines;
         Ok(Session {
             finished: false,
             view: Some(view),

@@ -14,7 +14,13 @@ impl Translator<'_, '_> {
     ) {
         let cf = &self.env.module.functions[callee as usize];
         self.array_fields.clear();
-        if self.inline_budget.take(cf) {
+        let inlined = self.inline_budget.take(cf);
+        // vmprof lines mode: an inlined call without a record of its own
+        // needs no store, its code's line table names the call's line.
+        if !inlined || self.env.inlined_frames {
+            self.store_pc(b, pc);
+        }
+        if inlined {
             self.inline_leaf(b, callee, base_reg, dst, pc);
             return;
         }

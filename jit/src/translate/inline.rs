@@ -83,6 +83,7 @@ impl Translator<'_, '_> {
             call_conv: self.env.call_conv,
             // A leaf makes no calls.
             inlined_frames: false,
+            vmprof_lines: false,
         };
         let mut inner = Translator {
             f: cf,
@@ -95,6 +96,7 @@ impl Translator<'_, '_> {
             vm: self.vm,
             base: self.base,
             depth0: None,
+            stored_line: None,
             error_exit: None,
             errors: ErrorBlocks::default(),
             role: self.role,

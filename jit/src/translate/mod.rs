@@ -66,6 +66,7 @@ mod errors;
 mod frame;
 mod inline;
 mod instruction;
+mod lines;
 mod registers;
 
 use std::collections::HashMap;
@@ -116,6 +117,11 @@ pub struct Env<'a> {
     /// `toyvm run --vmprof-inlined` (`Vm::vmprof_inlined_frames`):
     /// inlined leaf callees get a frame record too, so profiles show them.
     pub inlined_frames: bool,
+    /// `toyvm run --vmprof-lines` (`Vm::vmprof_lines`): store the bytecode
+    /// index of every instruction that calls out (a Toy call, inlined or
+    /// not, a helper) in the frame record before it, so that samples find
+    /// a caller's line (see `lines`).
+    pub vmprof_lines: bool,
 }
 
 /// Translates `env.func` into `builder` (whose signature is already set):
@@ -139,6 +145,7 @@ pub fn translate(
         vm: Value::from_u32(0),
         base: Value::from_u32(0),
         depth0: None,
+        stored_line: None,
         error_exit: None,
         errors: ErrorBlocks::default(),
         role,
@@ -164,6 +171,9 @@ struct Translator<'a, 'j> {
     base: Value,
     /// `vm.depth` on entry (native variant), restored on every exit.
     depth0: Option<Value>,
+    /// vmprof lines mode: the line of the index last stored in the frame
+    /// record in the current basic block (see `lines`).
+    stored_line: Option<u32>,
     /// The shared cold block returning `STATUS_ERROR`.
     error_exit: Option<Block>,
     /// The shared cold blocks that record an error, then leave through
@@ -271,10 +281,12 @@ impl Translator<'_, '_> {
                 }
                 b.switch_to_block(block);
                 self.array_fields.clear();
+                self.stored_line = None;
             } else if terminated {
                 continue; // unreachable
             }
             b.set_srcloc(line_table::site(pc));
+            self.store_pc_if_calling(b, pc);
             terminated = self.instruction(b, pc);
         }
         self.fill_error_blocks(b);

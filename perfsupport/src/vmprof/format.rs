@@ -3,7 +3,8 @@
 //! This module is the specification of what [`super::enable`] writes and
 //! [`super::read_profile`] reads. The layout is the one the PyPI `vmprof`
 //! readers 0.4.18.1, 0.5.0 and 0.6.0 all parse identically: **version 6**,
-//! 64-bit little-endian words, no memory or lines mode.
+//! 64-bit little-endian words, no memory mode; lines mode
+//! ([`PROFILE_LINES`]) when the session asks for it.
 //!
 //! # Primitive encodings
 //!
@@ -44,7 +45,7 @@
 //! | `0x01` | STACKTRACE    | `word count` (= 1), `word depth`, `depth × addr` ids **innermost first**, `addr thread_id` | 25 + 8·depth |
 //! | `0x02` | VIRTUAL_IP    | `addr id`, `string name`                                                   | 17 + len(name) |
 //! | `0x03` | TRAILER       | `s64 tv_sec`, `s64 tv_usec`, 8 zero bytes (time zone, ignored)             | 25             |
-//! | `0x05` | HEADER        | `be16 version` (= 6), `u8 mode` (= 0), `u8 len`, `len` bytes interpreter name | 5 + len     |
+//! | `0x05` | HEADER        | `be16 version` (= 6), `u8 mode` (0, or [`PROFILE_LINES`]), `u8 len`, `len` bytes interpreter name | 5 + len     |
 //! | `0x06` | TIME_N_ZONE   | `s64 tv_sec`, `s64 tv_usec`, 8 zero bytes                                  | 25             |
 //! | `0x07` | META          | `string key`, `string value`; keys never repeat                            | 17 + lengths   |
 //! | `0x08` | NATIVE_SYMBOLS| same as VIRTUAL_IP (read, never written here)                               |                |
@@ -58,6 +59,26 @@
 //! last**; readers reverse it so that the root comes first. Ids are
 //! positive and even (odd means a native frame, zero or negative is read as
 //! a line number), see [`super::CodeId`]. Empty stacks are never written.
+//!
+//! ## Lines mode
+//!
+//! With [`PROFILE_LINES`] in the HEADER's mode, every frame of a
+//! STACKTRACE is **two** entries, `line, id` (innermost frame first, so the
+//! innermost frame's line is the record's first entry), and `depth` counts
+//! entries, twice the frames. `line` is the source line the frame was
+//! executing: where the innermost frame was interrupted, a caller's call
+//! site; `0` when unknown. The PyPI readers negate the lines (an entry
+//! `<= 0` is a line, never a code) and count them in `node.lines` of the
+//! tree node of the frame that follows them.
+//!
+//! ## Cut stacks
+//!
+//! A sample deeper than the sampler's capacity keeps its innermost frames
+//! under one `[outer frames cut]` frame (see [`super::frame_view`]). When
+//! some were cut, two META records at the end of the file (before the
+//! TRAILER) say how many: [`META_CUT_SAMPLES`] (STACKTRACE records whose
+//! stack was cut) and [`META_CUT_FRAMES_MAX`] (the most frames cut from
+//! one sample).
 //!
 //! ## Example
 //!
@@ -111,6 +132,13 @@ pub const PROFILE_NATIVE: u8 = 0x04;
 pub const PROFILE_RPYTHON: u8 = 0x08;
 /// Mode bit: wall-clock sampling (informational).
 pub const PROFILE_REAL_TIME: u8 = 0x10;
+
+/// META key written at the end of a profile in which some stacks were
+/// cut: how many STACKTRACE records have a cut stack.
+pub const META_CUT_SAMPLES: &str = "cut_samples";
+/// META key written with [`META_CUT_SAMPLES`]: the most outer frames cut
+/// from one sample.
+pub const META_CUT_FRAMES_MAX: &str = "cut_frames_max";
 
 /// Size in bytes of a `word` and an `addr` in the files we write and read.
 pub const WORD_SIZE: usize = 8;
@@ -198,14 +226,21 @@ impl Encoder {
     ///
     /// `interp_name` must be at most [`MAX_INTERP_NAME`] bytes; longer names
     /// are cut (on a char boundary) so that the file stays readable.
+    #[cfg(test)]
     pub fn header(&mut self, period_us: u64, interp_name: &str) {
+        self.header_with_mode(period_us, interp_name, 0);
+    }
+
+    /// [`Encoder::header`] with the mode bits `mode` (e.g.
+    /// [`PROFILE_LINES`]).
+    pub fn header_with_mode(&mut self, period_us: u64, interp_name: &str, mode: u8) {
         for word in [0, 3, 0, i64::try_from(period_us).unwrap_or(i64::MAX), 0] {
             self.word(word);
         }
         let name = truncate_on_char_boundary(interp_name, MAX_INTERP_NAME);
         self.buf.push(MARKER_HEADER);
         self.buf.extend_from_slice(&VERSION_TIMESTAMP.to_be_bytes());
-        self.buf.push(0); // mode: plain CPU samples
+        self.buf.push(mode);
         self.buf.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
         self.buf.extend_from_slice(name.as_bytes());
     }
@@ -231,7 +266,9 @@ impl Encoder {
     }
 
     /// A STACKTRACE record for a stack given **root first** (as the shadow
-    /// stack holds it); the record lists it innermost first.
+    /// stack holds it); the record lists it innermost first. In lines mode
+    /// the stack is `id, line` pairs, root first, so that the record gets
+    /// `line, id` pairs innermost first.
     pub fn sample(&mut self, stack_root_first: &[u64], thread_id: u64) {
         self.buf.push(MARKER_STACKTRACE);
         self.word(1);

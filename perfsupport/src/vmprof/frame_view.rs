@@ -31,6 +31,29 @@
 //! index); `ids` maps it to the code id from
 //! [`register_code`](super::register_code).
 //!
+//! # Lines (a session with [`EnableOptions::lines`](super::EnableOptions::lines))
+//!
+//! With [`FrameView::lines`], each frame also gets the source line it is
+//! executing. The VM keeps a `u32` **location** in each record, at
+//! [`FrameLines::location_offset`]: the innermost frame's the instruction
+//! it runs, a caller's its call instruction (toyvm: a bytecode index;
+//! the interpreter stores it before each instruction, compiled code before
+//! each call). [`FrameLines::lines`] maps `(key, location)` to a line.
+//! The innermost frame is looked up first by the interrupted program
+//! counter, in the tables compiled code published
+//! ([`super::code_lines`]): a row whose key is the frame's gives the line,
+//! since compiled code does not store its location on every instruction.
+//!
+//! ```text
+//! line(frame i) = if i is innermost and code_lines(pc) has a row with
+//!                    key = key_i:        its line
+//!                    outer_key = key_i:  its outer_line (inlined code)
+//!                 else lines[key_i][load u32 [record_i + location_offset]]
+//!                 (0 when out of range: unknown)
+//! ```
+//!
+//! The cut frame's line is 0.
+//!
 //! # The protocol the VM keeps (the shadow stack's, for its own array)
 //!
 //! * **Call:** write the record `first + n` first, *then* store the new
@@ -50,6 +73,7 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{Ordering, compiler_fence};
 
+use super::code_lines;
 use super::registry::{CodeIdCell, get_unique_id, register_code, register_code_object_class};
 use super::shadow_stack::SHADOW_STACK_CAPACITY;
 use super::{CodeId, VmprofError};
@@ -70,6 +94,16 @@ fn register_cut_frames() -> Result<CodeId, VmprofError> {
     Ok(register_code(&CUT_FRAMES, &class, CUT_FRAMES_NAME, 0, "-"))
 }
 
+/// Where each frame record keeps its location, and the line of every
+/// location; see the module docs.
+#[derive(Debug)]
+pub struct FrameLines {
+    /// Byte offset, inside a record, of its `u32` location.
+    pub location_offset: usize,
+    /// Per key, the line of each location (0: unknown).
+    pub lines: Box<[Box<[u32]>]>,
+}
+
 /// Where a VM keeps its frame records and how to name their code; see the
 /// module docs.
 #[derive(Debug)]
@@ -86,6 +120,9 @@ pub struct FrameView {
     pub key_offset: usize,
     /// The code id of each key.
     pub ids: Box<[CodeId]>,
+    /// How to find each frame's line, for sessions in lines mode; `None`:
+    /// every line is 0 (unknown).
+    pub lines: Option<FrameLines>,
 }
 
 impl FrameView {
@@ -110,12 +147,57 @@ impl FrameView {
     /// is inside the array and was written (the contract of
     /// [`install_frame_view`]).
     unsafe fn id_at(&self, index: usize) -> usize {
-        let offset = (self.first + index) * self.stride + self.key_offset;
-        // SAFETY: the caller's contract; the key is 4-byte aligned (checked
-        // at install).
-        let key = unsafe { self.records.add(offset).cast::<u32>().read_volatile() };
+        // SAFETY: the caller's contract.
+        let key = unsafe { self.key_at(index) };
         self.ids.get(key as usize).map_or(0, |id| id.get())
     }
+
+    /// The key of frame `index`. Async-signal-safe.
+    ///
+    /// # Safety
+    /// As for [`FrameView::id_at`].
+    unsafe fn key_at(&self, index: usize) -> u32 {
+        // SAFETY: the caller's contract; the key is 4-byte aligned (checked
+        // at install).
+        unsafe { self.u32_at(index, self.key_offset) }
+    }
+
+    /// The `u32` at `offset` in the record of frame `index`.
+    ///
+    /// # Safety
+    /// As for [`FrameView::id_at`]; `offset` is a 4-byte aligned field of
+    /// the record (checked at install).
+    unsafe fn u32_at(&self, index: usize, offset: usize) -> u32 {
+        let at = (self.first + index) * self.stride + offset;
+        // SAFETY: the caller's contract.
+        unsafe { self.records.add(at).cast::<u32>().read_volatile() }
+    }
+
+    // ANCHOR: line_at
+    /// The line frame `index` is executing, given the interrupted program
+    /// counter `pc` when it is the innermost frame; 0 when unknown.
+    /// Async-signal-safe.
+    ///
+    /// # Safety
+    /// As for [`FrameView::id_at`].
+    unsafe fn line_at(&self, index: usize, innermost_pc: Option<usize>) -> u32 {
+        let Some(lines) = &self.lines else { return 0 };
+        // SAFETY: the caller's contract.
+        let key = unsafe { self.key_at(index) };
+        if let Some(line) = innermost_pc
+            .and_then(code_lines::lookup)
+            .and_then(|row| row.line_for(key))
+        {
+            return line;
+        }
+        // SAFETY: the caller's contract; the offset was checked at install.
+        let location = unsafe { self.u32_at(index, lines.location_offset) };
+        (lines.lines.get(key as usize))
+            .and_then(|table| table.get(location as usize))
+            .copied()
+            .unwrap_or(0)
+    }
+    // ANCHOR_END: line_at
 }
 
 thread_local! {
@@ -141,9 +223,16 @@ thread_local! {
 /// `u32` load.
 pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
     let aligned = |n: usize| n.is_multiple_of(align_of::<u32>());
+    let location_aligned = view
+        .lines
+        .as_ref()
+        .is_none_or(|lines| aligned(lines.location_offset));
     assert!(
-        aligned(view.records as usize) && aligned(view.stride) && aligned(view.key_offset),
-        "frame record keys must be 4-byte aligned"
+        aligned(view.records as usize)
+            && aligned(view.stride)
+            && aligned(view.key_offset)
+            && location_aligned,
+        "frame record keys and locations must be 4-byte aligned"
     );
     // Registered here, not in the handler (registering takes a lock).
     register_cut_frames().expect("the cut-frames class prefix is valid");
@@ -179,35 +268,67 @@ impl Drop for FrameViewGuard {
     }
 }
 
-/// Reads the current thread's installed view as `(frames, id_at)` for one
-/// sample, root first, at most [`SHADOW_STACK_CAPACITY`] frames (a deeper
-/// stack: the [`CUT_FRAMES_NAME`] frame, then the innermost frames); `None`
-/// when no view is installed. Async-signal-safe.
+/// One sample's frames, read from the installed view: `frames` of them,
+/// root first, the first standing for `cut` outer frames when `cut > 0`.
+pub(crate) struct ViewSample<'a> {
+    /// Frames in the sample (at most [`SHADOW_STACK_CAPACITY`]).
+    pub frames: usize,
+    /// Outer frames left out (0: none).
+    pub cut: usize,
+    view: &'a FrameView,
+    pc: Option<usize>,
+}
+
+impl ViewSample<'_> {
+    /// The code id and line of frame `i < self.frames` (0 is the root).
+    /// Async-signal-safe.
+    pub fn frame(&self, i: usize) -> (usize, u32) {
+        let innermost = i + 1 == self.frames;
+        let pc = self.pc.filter(|_| innermost);
+        // Frame 0 stands for the `cut` outermost frames; frame i > 0 is
+        // active frame `cut + i - 1`, up to the innermost, `depth - 1`.
+        let active = match self.cut {
+            0 => i,
+            _ if i == 0 => {
+                let marker = get_unique_id(&CUT_FRAMES).map_or(0, CodeId::get);
+                return (marker, 0);
+            }
+            cut => cut + i - 1,
+        };
+        // SAFETY: `active` is below the depth `with_current_view` read,
+        // and the view is live while `self` borrows it.
+        unsafe { (self.view.id_at(active), self.view.line_at(active, pc)) }
+    }
+}
+
+/// Reads the current thread's installed view for one sample (frames root
+/// first, at most [`SHADOW_STACK_CAPACITY`]: a deeper stack gets the
+/// [`CUT_FRAMES_NAME`] frame, then the innermost frames) and passes it to
+/// `f`; `None` when no view is installed. `pc` is the interrupted program
+/// counter, for the innermost frame's line. Async-signal-safe.
 pub(crate) fn with_current_view<R>(
-    f: impl FnOnce(usize, &dyn Fn(usize) -> usize) -> R,
+    pc: Option<usize>,
+    f: impl FnOnce(&ViewSample<'_>) -> R,
 ) -> Option<R> {
     let view = CURRENT.with(Cell::get);
     // SAFETY: a non-null pointer is a live installed view (the guard
     // clears it before freeing); the contract of `install_frame_view`
-    // covers the reads, and `id_at` is only asked below `depth`.
-    unsafe {
-        let view = view.as_ref()?;
-        let depth = view.active_depth();
-        if depth <= SHADOW_STACK_CAPACITY {
-            return Some(f(depth, &|i| view.id_at(i)));
-        }
-        // Frame 0 stands for the `cut` outermost frames; frame i > 0 is
-        // active frame `cut + i - 1`, up to the innermost, `depth - 1`.
-        let cut = depth - (SHADOW_STACK_CAPACITY - 1);
-        let marker = get_unique_id(&CUT_FRAMES).map_or(0, CodeId::get);
-        Some(f(SHADOW_STACK_CAPACITY, &|i| {
-            if i == 0 {
-                marker
-            } else {
-                view.id_at(cut + i - 1)
-            }
-        }))
-    }
+    // covers the reads, and `ViewSample::frame` is only asked below
+    // `depth`.
+    let view = unsafe { view.as_ref()? };
+    // SAFETY: as above.
+    let depth = unsafe { view.active_depth() };
+    let (frames, cut) = if depth <= SHADOW_STACK_CAPACITY {
+        (depth, 0)
+    } else {
+        (SHADOW_STACK_CAPACITY, depth - (SHADOW_STACK_CAPACITY - 1))
+    };
+    Some(f(&ViewSample {
+        frames,
+        cut,
+        view,
+        pc,
+    }))
 }
 
 /// The id of the [`CUT_FRAMES_NAME`] frame (registered by the first
@@ -233,7 +354,7 @@ mod tests {
     }
 
     fn read_all() -> Option<Vec<usize>> {
-        with_current_view(|depth, id_at| (0..depth).map(id_at).collect())
+        with_current_view(None, |s| (0..s.frames).map(|i| s.frame(i).0).collect())
     }
 
     #[test]
@@ -255,6 +376,7 @@ mod tests {
                 stride: size_of::<Record>(),
                 key_offset: std::mem::offset_of!(Record, key),
                 ids: ids(&[12, 16]),
+                lines: None,
             })
         };
         assert_eq!(read_all(), Some(vec![16, 12]));
@@ -275,6 +397,7 @@ mod tests {
                 stride: size_of::<Record>(),
                 key_offset: 8,
                 ids: ids(&[12]),
+                lines: None,
             })
         };
         assert_eq!(read_all(), Some(vec![0, 0, 0]));
@@ -298,9 +421,12 @@ mod tests {
                 stride: size_of::<Record>(),
                 key_offset: 8,
                 ids: ids(&table),
+                lines: None,
             })
         };
         let marker = cut_frames_id().expect("registered by install").get();
+        let cut = with_current_view(None, |s| s.cut).unwrap();
+        assert_eq!(cut, 6);
         let read = read_all().unwrap();
         assert_eq!(read.len(), SHADOW_STACK_CAPACITY);
         assert_eq!(read[0], marker);
@@ -309,6 +435,95 @@ mod tests {
         assert_eq!(read[1], 100 + 4 * 6);
         let name = super::super::code_name_of(cut_frames_id().unwrap()).unwrap();
         assert_eq!(name, format!("{CUT_FRAMES_CLASS}:{CUT_FRAMES_NAME}:0:-"));
+    }
+
+    /// A record with a location: 8 bytes of payload, the key, the
+    /// location.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct LineRecord {
+        base: usize,
+        key: u32,
+        location: u32,
+    }
+
+    #[test]
+    fn lines_come_from_the_locations_and_for_the_innermost_from_the_pc() {
+        let depth = 3usize;
+        let records = [
+            LineRecord {
+                base: 0,
+                key: 0,
+                location: 1,
+            },
+            LineRecord {
+                base: 0,
+                key: 1,
+                location: 2,
+            },
+            LineRecord {
+                base: 0,
+                key: 1,
+                location: 9,
+            }, // out of the table
+        ];
+        // Key 0: locations 0..3 on lines 10..12; key 1: lines 20..22.
+        let lines: Box<[Box<[u32]>]> = Box::new([Box::new([10, 11, 12]), Box::new([20, 21, 22])]);
+        // SAFETY: `depth` and `records` outlive the guard and do not move.
+        let _guard = unsafe {
+            install_frame_view(FrameView {
+                depth: &depth,
+                records: records.as_ptr().cast(),
+                first: 0,
+                stride: size_of::<LineRecord>(),
+                key_offset: std::mem::offset_of!(LineRecord, key),
+                ids: ids(&[12, 16]),
+                lines: Some(FrameLines {
+                    location_offset: std::mem::offset_of!(LineRecord, location),
+                    lines,
+                }),
+            })
+        };
+        let read = |pc| {
+            with_current_view(pc, |s| {
+                (0..s.frames).map(|i| s.frame(i)).collect::<Vec<_>>()
+            })
+            .unwrap()
+        };
+        // An unknown location reads as line 0.
+        assert_eq!(read(None), vec![(12, 11), (16, 22), (16, 0)]);
+        // Compiled code of key 1 at the interrupted pc: its line, for the
+        // innermost frame only.
+        let code = [0u8; 16];
+        code_lines::publish_code_lines(
+            code.as_ptr(),
+            16,
+            vec![code_lines::CodeLineRow::new(0, 1, 77)],
+        );
+        let pc = Some(code.as_ptr() as usize + 3);
+        assert_eq!(read(pc), vec![(12, 11), (16, 22), (16, 77)]);
+        // Code of another key (e.g. a callee's prologue, before its record):
+        // the record's location.
+        code_lines::retract_code_lines(code.as_ptr());
+        code_lines::publish_code_lines(
+            code.as_ptr(),
+            16,
+            vec![code_lines::CodeLineRow::new(0, 0, 5)],
+        );
+        assert_eq!(read(pc), vec![(12, 11), (16, 22), (16, 0)]);
+        code_lines::retract_code_lines(code.as_ptr());
+        // Code of key 0 inlined into key 1 at line 30: the call's line.
+        code_lines::publish_code_lines(
+            code.as_ptr(),
+            16,
+            vec![code_lines::CodeLineRow {
+                outer_key: 1,
+                outer_line: 30,
+                ..code_lines::CodeLineRow::new(0, 0, 5)
+            }],
+        );
+        assert_eq!(read(pc), vec![(12, 11), (16, 22), (16, 30)]);
+        code_lines::retract_code_lines(code.as_ptr());
     }
 
     #[test]
@@ -322,6 +537,7 @@ mod tests {
             stride: size_of::<Record>(),
             key_offset: 8,
             ids: ids(&[12, 16]),
+            lines: None,
         };
         // SAFETY: as above.
         let outer = unsafe { install_frame_view(view(&d1, &r1)) };
@@ -348,6 +564,7 @@ mod tests {
                 stride: 6,
                 key_offset: 0,
                 ids: ids(&[]),
+                lines: None,
             })
         };
     }

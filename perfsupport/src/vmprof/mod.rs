@@ -45,13 +45,22 @@
 //! # }
 //! ```
 //!
+//! **Lines mode** ([`EnableOptions::lines`]): every frame of every sample
+//! also records the line it is executing (the PyPI reader's `node.lines`).
+//! The VM keeps a location in its frame records and says how to map it to
+//! a line ([`FrameLines`]); a JIT publishes the line tables of its code
+//! ([`publish_code_lines`]), for the innermost frame's line from the
+//! interrupted program counter.
+//!
 //! Modules, one job each: [`format`](mod@format) (the file format, as a spec),
 //! [`names`] (code names), [`registry`] (ids), [`shadow_stack`] (what runs
 //! now), [`frame_view`] (what runs now, read from the VM's frames),
+//! [`code_lines`] (compiled code's lines, for the signal handler),
 //! [`sampler`] (timer, handler, sessions), [`reader`] (parsing profiles
 //! back). Private: the ring buffer from the signal handler to the writer
 //! thread, and the writer thread itself.
 
+pub mod code_lines;
 pub mod format;
 pub mod frame_view;
 pub mod names;
@@ -71,9 +80,11 @@ use std::time::Duration;
 
 use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 
-pub use format::Timeval;
+pub use code_lines::{CodeLineRow, publish_code_lines, retract_code_lines};
+pub use format::{META_CUT_FRAMES_MAX, META_CUT_SAMPLES, Timeval};
 pub use frame_view::{
-    CUT_FRAMES_CLASS, CUT_FRAMES_NAME, FrameView, FrameViewGuard, cut_frames_id, install_frame_view,
+    CUT_FRAMES_CLASS, CUT_FRAMES_NAME, FrameLines, FrameView, FrameViewGuard, cut_frames_id,
+    install_frame_view,
 };
 pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
 pub use reader::{

@@ -3,7 +3,7 @@
 //!
 //! The reader accepts what the PyPI readers accept for non-RPython
 //! profiles with 8-byte little-endian words: versions 0 to 7, the memory and
-//! lines modes (line entries are dropped, memory words skipped), names from
+//! lines modes (lines are kept in [`Sample::lines`], memory words skipped), names from
 //! VIRTUAL_IP and NATIVE_SYMBOLS, and a missing trailer. Everything after
 //! a TRAILER is ignored, as the real readers do.
 //!
@@ -71,6 +71,9 @@ impl Profile {
 pub struct Sample {
     /// Code ids, **root first** (the file stores them innermost first).
     pub stack: Vec<u64>,
+    /// In lines mode, the line each frame of `stack` was executing (same
+    /// order; 0: unknown); empty otherwise.
+    pub lines: Vec<u64>,
     /// The thread id (0 before version 1).
     pub thread: u64,
 }
@@ -388,16 +391,20 @@ impl Parser<'_> {
                 self.bad(format!("stack depth {depth} outside 0..={MAX_STACK_DEPTH}"))
             })?;
         let raw = self.take(depth * WORD_SIZE, "a STACKTRACE")?;
-        let lines = profile.mode & PROFILE_LINES != 0;
-        let mut stack: Vec<u64> = raw
+        let words = raw
             .chunks_exact(WORD_SIZE)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            // In lines mode every frame is (line, id): keep the ids.
-            .enumerate()
-            .filter(|(i, _)| !lines || i % 2 == 1)
-            .map(|(_, id)| id)
-            .collect();
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        let (mut stack, mut lines): (Vec<u64>, Vec<u64>) = if profile.mode & PROFILE_LINES != 0 {
+            // Every frame is (line, id); an odd last entry is a lone line.
+            let words: Vec<u64> = words.collect();
+            (words.chunks_exact(2))
+                .map(|pair| (pair[1], pair[0]))
+                .unzip()
+        } else {
+            (words.collect(), Vec::new())
+        };
         stack.reverse();
+        lines.reverse();
         let thread = if profile.version >= VERSION_THREAD_ID {
             self.word("a STACKTRACE")? as u64
         } else {
@@ -409,7 +416,11 @@ impl Parser<'_> {
         if profile.version >= VERSION_SAMPLE_TIME {
             self.word("a STACKTRACE")?;
         }
-        Ok(Sample { stack, thread })
+        Ok(Sample {
+            stack,
+            lines,
+            thread,
+        })
     }
 }
 
@@ -447,6 +458,7 @@ mod tests {
             p.samples,
             vec![Sample {
                 stack: vec![8, 16, 16],
+                lines: vec![],
                 thread: 1
             }]
         );
@@ -459,6 +471,25 @@ mod tests {
         );
         assert_eq!(p.end_time.map(|t| t.sec), Some(1_700_000_002));
         assert!(p.has_trailer);
+    }
+
+    #[test]
+    fn lines_mode_keeps_each_frames_line() {
+        let mut enc = Encoder::new();
+        enc.header_with_mode(1000, "toyvm", PROFILE_LINES);
+        // Root first, `id, line` pairs: main at line 7 calls fib, at 4.
+        enc.sample(&[8, 7, 16, 4], 1);
+        let bytes = enc.bytes().to_vec();
+        // The record lists `line, id` innermost first.
+        let entries = &bytes[bytes.len() - 40..bytes.len() - 8];
+        let words: Vec<u64> = (entries.chunks_exact(8))
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(words, [4, 16, 7, 8]);
+        let p = parse_profile(&bytes).unwrap();
+        assert_eq!(p.mode, PROFILE_LINES);
+        assert_eq!(p.samples[0].stack, [8, 16]);
+        assert_eq!(p.samples[0].lines, [7, 4]);
     }
 
     #[test]

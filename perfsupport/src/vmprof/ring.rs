@@ -6,7 +6,9 @@
 //! * Storage is a `static` array of [`RING_WORDS`] atomic words, so the
 //!   handler never allocates. `head` and `tail` count words written and
 //!   read since the ring was reset; a word lives at `index % RING_WORDS`.
-//! * A sample is `[weight, thread_id, n, id_0 … id_{n-1}]`, ids root first.
+//! * A sample is `[weight, thread_id, cut, n, word_0 … word_{n-1}]`: its
+//!   stack root first (ids, or `id, line` pairs in lines mode), and how
+//!   many outer frames were cut from it.
 //! * **One producer at a time.** Handlers on different threads may run at
 //!   once, so a producer first claims [`SampleRing::try_claim`] (an atomic
 //!   swap, never a wait). A handler that finds the ring claimed, or finds too
@@ -24,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// 40 at 1 kHz, far more than the writer's 100 ms drain period.
 pub const RING_WORDS: usize = 1 << 16;
 /// Words of a sample record before its ids.
-pub const SAMPLE_HEADER_WORDS: usize = 3;
+pub const SAMPLE_HEADER_WORDS: usize = 4;
 
 /// The ring; see the module docs for the protocol.
 pub struct SampleRing {
@@ -43,7 +45,9 @@ pub struct RingSample {
     pub weight: usize,
     /// OS thread id of the sampled thread.
     pub thread_id: usize,
-    /// Code ids, root first.
+    /// Outer frames left out of the stack (0: none).
+    pub cut: usize,
+    /// Code ids, root first (`id, line` pairs in lines mode).
     pub stack: Vec<usize>,
 }
 
@@ -96,13 +100,15 @@ impl SampleRing {
     }
 
     // ANCHOR: ring_push
-    /// Appends one sample whose `len` ids, root first, are `id_at(0)`,
-    /// `id_at(1)`, …; the caller holds the claim. Returns false (and counts a
-    /// drop) when the ring is too full. Async-signal-safe if `id_at` is.
+    /// Appends one sample whose `len` words, root first, are `id_at(0)`,
+    /// `id_at(1)`, …, with `cut` outer frames left out; the caller holds the
+    /// claim. Returns false (and counts a drop) when the ring is too full.
+    /// Async-signal-safe if `id_at` is.
     pub fn push_with(
         &self,
         weight: usize,
         thread_id: usize,
+        cut: usize,
         len: usize,
         id_at: impl Fn(usize) -> usize,
     ) -> bool {
@@ -118,7 +124,8 @@ impl SampleRing {
         };
         store(0, weight);
         store(1, thread_id);
-        store(2, len);
+        store(2, cut);
+        store(3, len);
         for i in 0..len {
             store(SAMPLE_HEADER_WORDS + i, id_at(i));
         }
@@ -132,7 +139,7 @@ impl SampleRing {
     /// [`SampleRing::push_with`]. (The sampler uses `push_with`.)
     #[cfg(test)]
     pub fn push(&self, weight: usize, thread_id: usize, stack: &[usize]) -> bool {
-        self.push_with(weight, thread_id, stack.len(), |i| stack[i])
+        self.push_with(weight, thread_id, 0, stack.len(), |i| stack[i])
     }
 
     /// Moves every published sample to `out` and returns how many words
@@ -144,13 +151,15 @@ impl SampleRing {
         while tail != head {
             let weight = word(tail);
             let thread_id = word(tail.wrapping_add(1));
+            let cut = word(tail.wrapping_add(2));
             // The producer wrote `n` itself, and never more than fits.
-            let n = word(tail.wrapping_add(2)).min(RING_WORDS - SAMPLE_HEADER_WORDS);
+            let n = word(tail.wrapping_add(3)).min(RING_WORDS - SAMPLE_HEADER_WORDS);
             let first = tail.wrapping_add(SAMPLE_HEADER_WORDS);
             let stack = (0..n).map(|i| word(first.wrapping_add(i))).collect();
             out.push(RingSample {
                 weight,
                 thread_id,
+                cut,
                 stack,
             });
             tail = first.wrapping_add(n);

@@ -2,7 +2,8 @@
 //!
 //! # How sampling works
 //!
-//! `enable` installs a `SIGPROF` handler (once per process, `SA_RESTART`)
+//! `enable` installs a `SIGPROF` handler (once per process, `SA_RESTART`,
+//! `SA_SIGINFO` for the interrupted program counter)
 //! and arms `setitimer(ITIMER_PROF)`, which fires after each `interval` of
 //! CPU time used by the process. The kernel delivers the signal to a thread
 //! that is using the CPU; the handler copies that thread's
@@ -33,6 +34,9 @@
 //!   destructor (static TLS: an address computation, no lazy setup);
 //! * calls `clock_gettime` (async-signal-safe in POSIX) and, once per
 //!   thread, `gettid` (a bare system call);
+//! * in lines mode, reads the interrupted program counter from the signal's
+//!   `ucontext` and walks the published line tables of compiled code
+//!   ([`super::code_lines`]: atomic loads and a binary search);
 //! * saves and restores `errno`, which those calls may change.
 //!
 //! It never allocates, locks, blocks or panics (all indexing is bounded by
@@ -74,7 +78,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::VmprofError;
-use super::format::{Encoder, MAX_INTERP_NAME, Timeval};
+use super::format::{
+    Encoder, MAX_INTERP_NAME, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, PROFILE_LINES, Timeval,
+};
 use super::frame_view::with_current_view;
 use super::ring::SampleRing;
 use super::shadow_stack::{ShadowStack, set_profiling};
@@ -101,8 +107,15 @@ pub struct EnableOptions {
     pub interp_name: String,
     /// Extra META records. Keys must differ from each other and from the
     /// ones always written: `os`, `bits`, `interp`, `start_time`,
-    /// `period_us`.
+    /// `period_us`, and the cut-stack ones written at the end
+    /// ([`META_CUT_SAMPLES`], [`META_CUT_FRAMES_MAX`]).
     pub meta: Vec<(String, String)>,
+    /// Lines mode ([`PROFILE_LINES`](super::format::PROFILE_LINES)): every
+    /// frame of every sample also records the line it is executing, read
+    /// through the installed [`FrameView`](super::FrameView)'s
+    /// [`lines`](super::FrameView::lines) (0 without them, and for
+    /// shadow-stack samples).
+    pub lines: bool,
 }
 
 impl EnableOptions {
@@ -112,6 +125,7 @@ impl EnableOptions {
             interval: DEFAULT_INTERVAL,
             interp_name: interp_name.to_owned(),
             meta: Vec::new(),
+            lines: false,
         }
     }
 
@@ -125,6 +139,7 @@ impl EnableOptions {
             return Err(VmprofError::InvalidInterpName(interp.to_owned()));
         }
         let mut keys: Vec<&str> = BUILTIN_META_KEYS.to_vec();
+        keys.extend([META_CUT_SAMPLES, META_CUT_FRAMES_MAX]);
         for (key, _) in &self.meta {
             if keys.contains(&key.as_str()) {
                 return Err(VmprofError::DuplicateMetaKey(key.clone()));
@@ -138,6 +153,8 @@ impl EnableOptions {
 static RING: SampleRing = SampleRing::new();
 /// Whether the handler records; see the module docs' shutdown protocol.
 static SAMPLING: AtomicBool = AtomicBool::new(false);
+/// Whether samples carry lines (the session's [`EnableOptions::lines`]).
+static LINES: AtomicBool = AtomicBool::new(false);
 /// The interval in nanoseconds.
 static PERIOD_NS: AtomicU64 = AtomicU64::new(1);
 /// Process CPU time up to which samples have been weighted.
@@ -182,6 +199,7 @@ pub fn enable_with(file: File, options: &EnableOptions) -> Result<(), VmprofErro
     let period_ns = u64::try_from(options.interval.as_nanos()).unwrap_or(u64::MAX);
     PERIOD_NS.store(period_ns, Ordering::SeqCst);
     ACCOUNTED_CPU_NS.store(process_cpu_ns(), Ordering::SeqCst);
+    LINES.store(options.lines, Ordering::SeqCst);
     SAMPLING.store(true, Ordering::SeqCst);
     set_profiling(true);
     if let Err(error) = set_timer(options.interval) {
@@ -242,7 +260,8 @@ fn encode_preamble(options: &EnableOptions) -> Result<Preamble, VmprofError> {
     ];
     let builtin = BUILTIN_META_KEYS.iter().zip(values);
     let mut encoder = Encoder::new();
-    encoder.header(period_us, interp);
+    let mode = if options.lines { PROFILE_LINES } else { 0 };
+    encoder.header_with_mode(period_us, interp, mode);
     encoder.start_time(start);
     for (key, value) in builtin {
         encoder.meta(key, &value);
@@ -260,13 +279,15 @@ fn install_handler_once() -> Result<(), VmprofError> {
         return Ok(());
     }
     // SAFETY: `action` is fully initialised (zeroed, then the handler, an
-    // empty mask and the flags); `on_sigprof` has the C signature of a plain
-    // handler and is async-signal-safe (see the module docs).
+    // empty mask and the flags); `on_sigprof` has the C signature of an
+    // `SA_SIGINFO` handler and is async-signal-safe (see the module docs).
     let result = unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigprof as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            on_sigprof;
+        action.sa_sigaction = handler as libc::sighandler_t;
         libc::sigemptyset(&mut action.sa_mask);
-        action.sa_flags = libc::SA_RESTART;
+        action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
         libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut())
     };
     if result != 0 {
@@ -353,7 +374,11 @@ pub fn set_thread_filter(filter: Option<extern "C" fn() -> bool>) {
 
 // ANCHOR: sigprof_handler
 /// The SIGPROF handler. Async-signal-safe; see the module docs.
-extern "C" fn on_sigprof(_signal: libc::c_int) {
+extern "C" fn on_sigprof(
+    _signal: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
     // SAFETY: __errno_location returns this thread's errno slot, always
     // valid; saving and restoring it keeps the interrupted code's errno.
     let errno = unsafe { *libc::__errno_location() };
@@ -363,27 +388,51 @@ extern "C" fn on_sigprof(_signal: libc::c_int) {
     let admitted = filter.is_null()
         || unsafe { std::mem::transmute::<*mut (), extern "C" fn() -> bool>(filter)() };
     if admitted {
-        sample_current_thread();
+        sample_current_thread(context);
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
 
-fn sample_current_thread() {
+fn sample_current_thread(context: *mut libc::c_void) {
     if !RING.try_claim() {
         RING.count_busy_drop();
         return;
     }
     // Checked after claiming, so `stop_sampling` can wait for the claim.
     if SAMPLING.load(Ordering::SeqCst) {
-        record_claimed();
+        record_claimed(context);
     }
     RING.release_claim();
 }
 
+// ANCHOR: interrupted_pc
+/// The program counter the signal interrupted, from the `ucontext_t` the
+/// kernel passes an `SA_SIGINFO` handler. Async-signal-safe.
+fn interrupted_pc(context: *mut libc::c_void) -> Option<usize> {
+    let context = context.cast::<libc::ucontext_t>();
+    // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO
+    // handler (null is checked anyway); only a register is read.
+    let context = unsafe { context.as_ref()? };
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    let pc = context.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    let pc = context.uc_mcontext.pc as usize;
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    let pc = {
+        let _ = context;
+        return None;
+    };
+    Some(pc)
+}
+// ANCHOR_END: interrupted_pc
+
 /// Records the current thread's stack; the caller holds the ring's claim,
 /// which also serialises the CPU-time accounting.
-fn record_claimed() {
+fn record_claimed(context: *mut libc::c_void) {
     let period = PERIOD_NS.load(Ordering::Relaxed).max(1);
     let now = process_cpu_ns();
     let accounted = ACCOUNTED_CPU_NS.load(Ordering::Relaxed);
@@ -400,17 +449,35 @@ fn record_claimed() {
         accounted + periods * period
     };
     ACCOUNTED_CPU_NS.store(new_accounted, Ordering::Relaxed);
+    let thread_id = current_thread_id();
+    let weight = weight as usize;
+    let lines = LINES.load(Ordering::Relaxed);
     // Not running VM code (depth 0): no empty samples (readers would count
-    // them towards the root).
-    let push = |depth: usize, id_at: &dyn Fn(usize) -> usize| {
-        if depth > 0 {
-            RING.push_with(weight as usize, current_thread_id(), depth, id_at);
+    // them towards the root). In lines mode each frame is two words, `id,
+    // line` (root first: the file gets `line, id` innermost first).
+    let push = |frames: usize, cut: usize, frame: &dyn Fn(usize) -> (usize, u32)| {
+        if frames == 0 {
+            return;
+        }
+        if lines {
+            RING.push_with(weight, thread_id, cut, 2 * frames, |i| {
+                let (id, line) = frame(i / 2);
+                if i % 2 == 0 { id } else { line as usize }
+            });
+        } else {
+            RING.push_with(weight, thread_id, cut, frames, |i| frame(i).0);
         }
     };
     // The VM's own frame records if it described them, else the shadow
     // stack.
-    if with_current_view(push).is_none() {
-        ShadowStack::with_current(|stack| push(stack.stored_depth(), &|i| stack.id_at(i)));
+    let pc = if lines { interrupted_pc(context) } else { None };
+    let viewed = with_current_view(pc, |sample| {
+        push(sample.frames, sample.cut, &|i| sample.frame(i));
+    });
+    if viewed.is_none() {
+        ShadowStack::with_current(|stack| {
+            push(stack.stored_depth(), 0, &|i| (stack.id_at(i), 0));
+        });
     }
 }
 // ANCHOR_END: sigprof_handler

@@ -11,7 +11,8 @@
 //!    identical STACKTRACE records (see `sampler` for why weights exist).
 //!
 //! When told to stop (after the sampler has stopped producing) it runs one
-//! last round, appends the TRAILER and closes the file. The first I/O error
+//! last round, appends the cut-stack META records if any stack was cut
+//! (see [`super::format`]), then the TRAILER, and closes the file. The first I/O error
 //! stops all writing; it is returned from the join, i.e. from `disable()`.
 //! The thread blocks `SIGPROF`, so the timer's signals go to VM threads.
 
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use super::format::{Encoder, Timeval};
+use super::format::{Encoder, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, Timeval};
 use super::registry::for_each_code_from;
 use super::ring::{RING_WORDS, RingSample, SampleRing};
 
@@ -48,6 +49,11 @@ pub struct ProfileSummary {
     pub dropped_busy: u64,
     /// VIRTUAL_IP records written.
     pub code_names: u64,
+    /// STACKTRACE records whose stack was cut (deeper than the sampler's
+    /// capacity: the outer frames are one `[outer frames cut]` frame).
+    pub cut_samples: u64,
+    /// The most outer frames cut from one sample.
+    pub cut_frames_max: u64,
     /// Bytes written to the file.
     pub bytes: u64,
 }
@@ -148,6 +154,11 @@ impl Session {
             });
         }
         self.encoder.clear();
+        if self.summary.cut_samples > 0 {
+            let (samples, frames) = (self.summary.cut_samples, self.summary.cut_frames_max);
+            self.encoder.meta(META_CUT_SAMPLES, &samples.to_string());
+            self.encoder.meta(META_CUT_FRAMES_MAX, &frames.to_string());
+        }
         self.encoder.trailer(Timeval::now());
         let trailer = std::mem::take(&mut self.encoder);
         self.emit(trailer.bytes());
@@ -180,6 +191,11 @@ impl Session {
             }
             self.summary.signals += 1;
             self.summary.samples += sample.weight as u64;
+            if sample.cut > 0 {
+                self.summary.cut_samples += sample.weight as u64;
+                let cut = sample.cut as u64;
+                self.summary.cut_frames_max = self.summary.cut_frames_max.max(cut);
+            }
         }
         let batch = std::mem::take(&mut self.encoder);
         self.emit(batch.bytes());

@@ -43,6 +43,9 @@ pub(super) struct Activation<'v> {
     pub(super) consts: *const u64,
     /// Its tier-up countdown (`FnRuntime::hotness`).
     pub(super) hotness: *mut i32,
+    /// Its frame record's `pc`, which the handlers of a vmprof session
+    /// recording lines keep current ([`next`]).
+    pub(super) record_pc: *mut u32,
 }
 
 /// The frame's registers: register `r` is the 64-bit slot `r` of the
@@ -106,26 +109,42 @@ impl Regs {
 /// [`STATUS_ERROR`]) once a `Return` or an error ends it.
 type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
 
-/// Runs the activation `cx` from instruction 0 in the frame `regs`.
+/// Runs the activation `cx` from instruction 0 in the frame `regs`, with
+/// the handlers that record lines if `LINES` (see [`next`]).
 ///
 /// # Safety
 /// `cx` describes the active frame of `cx.func` at `regs` (see the module
 /// docs).
-pub(super) unsafe fn start(regs: *mut u64, cx: &Activation<'_>) -> u32 {
+pub(super) unsafe fn start<const LINES: bool>(regs: *mut u64, cx: &Activation<'_>) -> u32 {
     // SAFETY: the caller's contract; instruction 0 exists (every function
     // ends in a return).
-    unsafe { next(Regs(regs), cx.code, cx) }
+    unsafe { next::<LINES>(Regs(regs), cx.code, cx) }
 }
 
 // ANCHOR: next
 /// Continues with the instruction at `ip`: one load of its opcode, one of
 /// its handler, and a call in tail position that LLVM emits as `jmp`.
+///
+/// `LINES` (a vmprof session recording lines, `Vm::vmprof_lines`): every
+/// handler has a second copy that first stores the index of the
+/// instruction it continues with in the frame's record
+/// (`FrameRecord::pc`), where the sampler's signal handler reads the line
+/// each frame is executing. Without lines the handlers are exactly what
+/// they were.
 #[inline(always)]
-unsafe fn next(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+unsafe fn next<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
     // SAFETY: `ip` is an instruction of the verified code, and
-    // `opcode() < Op::COUNT`, the table's length.
+    // `opcode() < Op::COUNT`, the tables' length; `record_pc` is the
+    // innermost record's (set by `run` in lines mode).
     unsafe {
-        let handler = *HANDLERS.get_unchecked((*ip).opcode() as usize);
+        // ANCHOR: lines_store
+        if LINES {
+            // Volatile: nothing here reads it, the signal handler does.
+            cx.record_pc.write_volatile(ip.offset_from(cx.code) as u32);
+        }
+        // ANCHOR_END: lines_store
+        let table = if LINES { &HANDLERS_LINES } else { &HANDLERS };
+        let handler = *table.get_unchecked((*ip).opcode() as usize);
         handler(regs, ip, cx)
     }
 }
@@ -136,7 +155,12 @@ unsafe fn next(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
 /// back-edge, counted for tier-up; when the count runs out the JIT may
 /// hand back an OSR entry that finishes this activation in compiled code.
 #[inline(always)]
-unsafe fn jump(regs: Regs, ip: *const Op, cx: &Activation<'_>, target: u32) -> u32 {
+unsafe fn jump<const LINES: bool>(
+    regs: Regs,
+    ip: *const Op,
+    cx: &Activation<'_>,
+    target: u32,
+) -> u32 {
     // SAFETY: `target` is in range (verified); `hotness` is the running
     // function's countdown.
     unsafe {
@@ -144,10 +168,10 @@ unsafe fn jump(regs: Regs, ip: *const Op, cx: &Activation<'_>, target: u32) -> u
         if to <= ip {
             *cx.hotness -= 1;
             if *cx.hotness < 0 {
-                return loop_tier_up(regs, to, cx, target);
+                return loop_tier_up::<LINES>(regs, to, cx, target);
             }
         }
-        next(regs, to, cx)
+        next::<LINES>(regs, to, cx)
     }
 }
 // ANCHOR_END: back_edge
@@ -158,13 +182,18 @@ unsafe fn jump(regs: Regs, ip: *const Op, cx: &Activation<'_>, target: u32) -> u
 /// that the jump handlers keep nothing in callee-saved registers.
 #[cold]
 #[inline(never)]
-unsafe fn loop_tier_up(regs: Regs, to: *const Op, cx: &Activation<'_>, target: u32) -> u32 {
+unsafe fn loop_tier_up<const LINES: bool>(
+    regs: Regs,
+    to: *const Op,
+    cx: &Activation<'_>,
+    target: u32,
+) -> u32 {
     // SAFETY: the frame is the active one of `cx.func`, at an instruction
     // boundary (the OSR contract); `to` is the verified `target`.
     unsafe {
         match tier::hot_loop(cx.vm, cx.func, target) {
             Some(osr) => osr(cx.vm, regs.0),
-            None => next(regs, to, cx),
+            None => next::<LINES>(regs, to, cx),
         }
     }
 }
@@ -242,13 +271,17 @@ macro_rules! handlers {
      $( $name:ident $({ $($field:ident),* })? => $body:expr ),* $(,)?) => {
         $(
             #[allow(non_snake_case, unreachable_code, unused_variables, clippy::neg_cmp_op_on_partial_ord)]
-            unsafe fn $name($regs: Regs, $ip: *const Op, $cx: &Activation<'_>) -> u32 {
+            unsafe fn $name<const LINES: bool>(
+                $regs: Regs,
+                $ip: *const Op,
+                $cx: &Activation<'_>,
+            ) -> u32 {
                 // SAFETY: see the module docs; `ip` holds an `Op::$name`
                 // (the table sent us here by its opcode).
                 unsafe {
                     let Op::$name $({ $($field),* })? = *$ip else { unreachable_unchecked() };
                     $body;
-                    next($regs, $ip.add(1), $cx)
+                    next::<LINES>($regs, $ip.add(1), $cx)
                 }
             }
         )*
@@ -323,33 +356,33 @@ handlers! { |regs, ip, cx|
     Not { dst, src } => regs.set(dst, regs.get(src) ^ 1),
 
     // --- control flow (`!(a < b)` is deliberate: NaN operands jump) ---
-    Jmp { target } => return jump(regs, ip, cx, target),
-    JmpIf { a, target } => if regs.get(a) != 0 { return jump(regs, ip, cx, target) },
-    JmpIfNot { a, target } => if regs.get(a) == 0 { return jump(regs, ip, cx, target) },
-    JmpIfNotLtI { a, b, target } => if regs.int(a) >= regs.int(b) { return jump(regs, ip, cx, target) },
-    JmpIfNotLeI { a, b, target } => if regs.int(a) > regs.int(b) { return jump(regs, ip, cx, target) },
-    JmpIfNotEqI { a, b, target } => if regs.get(a) != regs.get(b) { return jump(regs, ip, cx, target) },
-    JmpIfNotNeI { a, b, target } => if regs.get(a) == regs.get(b) { return jump(regs, ip, cx, target) },
-    JmpIfNotLtIImm { a, imm, target } => if regs.int(a) >= imm as i64 { return jump(regs, ip, cx, target) },
-    JmpIfNotLeIImm { a, imm, target } => if regs.int(a) > imm as i64 { return jump(regs, ip, cx, target) },
-    JmpIfNotGtIImm { a, imm, target } => if regs.int(a) <= imm as i64 { return jump(regs, ip, cx, target) },
-    JmpIfNotGeIImm { a, imm, target } => if regs.int(a) < imm as i64 { return jump(regs, ip, cx, target) },
-    JmpIfNotEqIImm { a, imm, target } => if regs.int(a) != imm as i64 { return jump(regs, ip, cx, target) },
-    JmpIfNotNeIImm { a, imm, target } => if regs.int(a) == imm as i64 { return jump(regs, ip, cx, target) },
-    JmpIfNotLtF { a, b, target } => if !(regs.flt(a) < regs.flt(b)) { return jump(regs, ip, cx, target) },
-    JmpIfNotLeF { a, b, target } => if !(regs.flt(a) <= regs.flt(b)) { return jump(regs, ip, cx, target) },
-    JmpIfLtF { a, b, target } => if regs.flt(a) < regs.flt(b) { return jump(regs, ip, cx, target) },
-    JmpIfLeF { a, b, target } => if regs.flt(a) <= regs.flt(b) { return jump(regs, ip, cx, target) },
+    Jmp { target } => return jump::<LINES>(regs, ip, cx, target),
+    JmpIf { a, target } => if regs.get(a) != 0 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNot { a, target } => if regs.get(a) == 0 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotLtI { a, b, target } => if regs.int(a) >= regs.int(b) { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotLeI { a, b, target } => if regs.int(a) > regs.int(b) { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotEqI { a, b, target } => if regs.get(a) != regs.get(b) { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotNeI { a, b, target } => if regs.get(a) == regs.get(b) { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotLtIImm { a, imm, target } => if regs.int(a) >= imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotLeIImm { a, imm, target } => if regs.int(a) > imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotGtIImm { a, imm, target } => if regs.int(a) <= imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotGeIImm { a, imm, target } => if regs.int(a) < imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotEqIImm { a, imm, target } => if regs.int(a) != imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotNeIImm { a, imm, target } => if regs.int(a) == imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotLtF { a, b, target } => if !(regs.flt(a) < regs.flt(b)) { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfNotLeF { a, b, target } => if !(regs.flt(a) <= regs.flt(b)) { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfLtF { a, b, target } => if regs.flt(a) < regs.flt(b) { return jump::<LINES>(regs, ip, cx, target) },
+    JmpIfLeF { a, b, target } => if regs.flt(a) <= regs.flt(b) { return jump::<LINES>(regs, ip, cx, target) },
     ForPrep { counter, end, target } => {
         if regs.int(counter) >= regs.int(end) {
-            return jump(regs, ip, cx, target);
+            return jump::<LINES>(regs, ip, cx, target);
         }
     },
     ForLoop { counter, end, target } => {
         let next = regs.int(counter) + 1;
         regs.set_int(counter, next);
         if next < regs.int(end) {
-            return jump(regs, ip, cx, target);
+            return jump::<LINES>(regs, ip, cx, target);
         }
     },
 
@@ -403,7 +436,7 @@ handlers! { |regs, ip, cx|
 /// The handler of every `slow` instruction: runs it out of line
 /// ([`slow_op`]), then continues.
 #[inline(always)]
-unsafe fn slow(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+unsafe fn slow<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
     // SAFETY: see the module docs; `slow_op` takes the index of the next
     // instruction.
     unsafe {
@@ -411,7 +444,7 @@ unsafe fn slow(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
         if slow_op(cx.vm, cx.func, regs.0, *ip, pc + 1) != STATUS_OK {
             return STATUS_ERROR;
         }
-        next(regs, ip.add(1), cx)
+        next::<LINES>(regs, ip.add(1), cx)
     }
 }
 
@@ -422,14 +455,20 @@ macro_rules! handler_table {
     ([$($name:ident)*] [$($slow:ident)*]) => {
         $(
             #[allow(non_snake_case)]
-            unsafe fn $slow(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+            unsafe fn $slow<const LINES: bool>(
+                regs: Regs,
+                ip: *const Op,
+                cx: &Activation<'_>,
+            ) -> u32 {
                 // SAFETY: as for every handler.
-                unsafe { slow(regs, ip, cx) }
+                unsafe { slow::<LINES>(regs, ip, cx) }
             }
         )*
 
         /// Every instruction's handler, indexed by [`Op::opcode`].
-        static HANDLERS: [Handler; Op::COUNT] = [$($name),*];
+        static HANDLERS: [Handler; Op::COUNT] = [$($name::<false>),*];
+        /// The same handlers, recording lines for vmprof (see [`next`]).
+        static HANDLERS_LINES: [Handler; Op::COUNT] = [$($name::<true>),*];
     };
 }
 with_instruction_names!(handler_table);

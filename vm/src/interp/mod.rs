@@ -75,7 +75,7 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         }
         // The record before the depth that covers it: the vmprof sampler
         // reads these records from a signal handler (see `crate::vmprof`).
-        *(*vm).frames.add(depth) = FrameRecord { base, func };
+        *(*vm).frames.add(depth) = FrameRecord { base, func, pc: 0 };
         compiler_fence(Ordering::Release);
         (*vm).depth = depth;
         let status = run(vm, func, base);
@@ -127,8 +127,15 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
             code: (*rt).code,
             consts: (*rt).consts.as_ptr(),
             hotness: &raw mut (*rt).hotness,
+            // `interp_entry` made this frame's record the innermost one.
+            record_pc: &raw mut (*(*vm).frames.add((*vm).depth)).pc,
         };
-        handlers::start(regs, &activation)
+        // vmprof lines mode gets its own copy of the handlers.
+        if (*vm).vmprof_lines {
+            handlers::start::<true>(regs, &activation)
+        } else {
+            handlers::start::<false>(regs, &activation)
+        }
     }
 }
 
@@ -238,7 +245,7 @@ mod tests {
                 (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
                 return STATUS_ERROR;
             }
-            *(*vm).frames.add(depth) = FrameRecord { base, func };
+            *(*vm).frames.add(depth) = FrameRecord { base, func, pc: 0 };
             (*vm).depth = depth;
             *base.add(1) = 0; // a non-parameter ref register
             let status = run_slow_op(vm, func, base, 0);

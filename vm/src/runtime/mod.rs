@@ -97,6 +97,10 @@ pub struct Vm<'m> {
     /// compiled code then writes a frame record for each call it inlines,
     /// so those calls show in profiles.
     pub(crate) vmprof_inlined_frames: bool,
+    /// Set by a vmprof [`crate::vmprof::Session`] that records lines: the
+    /// interpreter stores each instruction's index in its frame record,
+    /// compiled code each call's, and the JIT publishes its line tables.
+    pub(crate) vmprof_lines: bool,
     /// Where the tier-up hook and the runtime write diagnostics (warnings,
     /// `--jit-stats`): the driver's stderr (see [`Vm::set_diagnostics`]).
     diagnostics: &'m mut (dyn Write + Send),
@@ -177,6 +181,7 @@ impl<'m> Vm<'m> {
             scratch: String::new(),
             tier_up: None,
             vmprof_inlined_frames: false,
+            vmprof_lines: false,
             // A zero-sized writer: leaking it allocates nothing.
             diagnostics: Box::leak(Box::new(std::io::sink())),
             stack,
@@ -226,6 +231,15 @@ impl<'m> Vm<'m> {
     /// inlined frames, so those calls show in profiles).
     pub fn vmprof_inlined_frames(&self) -> bool {
         self.vmprof_inlined_frames
+    }
+
+    /// True while a vmprof session records lines (`--vmprof-lines`):
+    /// compiled code must then store each call's bytecode index in its
+    /// frame record ([`crate::abi::FrameRecord::pc`]) before the call, and
+    /// the JIT publish each region's line table
+    /// (`perfsupport::vmprof::publish_code_lines`) before it runs.
+    pub fn vmprof_lines(&self) -> bool {
+        self.vmprof_lines
     }
 
     /// Number of active frames (0 outside a run).

@@ -1,0 +1,77 @@
+//! vmprof lines mode (`toyvm run --vmprof-lines`): the bytecode index of
+//! each call, stored in the frame record before the call.
+//!
+//! The sampler finds a frame's line from its record's
+//! [`FrameRecord::pc`](vm::abi::FrameRecord::pc), except for the innermost
+//! compiled frame, whose line comes from the interrupted program counter
+//! and the line table the pipeline publishes. A compiled frame is not the
+//! innermost one exactly while it calls out (a Toy function or a helper
+//! that runs the interpreter's code or the collector), so storing the
+//! index there, before each such instruction, is enough. A call the JIT
+//! inlined needs no store unless it gets a record of its own
+//! (`--vmprof-inlined`): the published line table names, for inlined code,
+//! the caller and the call's line too. Without lines mode nothing is
+//! emitted.
+//!
+//! Two economies, for call-heavy code such as `fib` (two calls per call):
+//!
+//! * a store is left out when an earlier one in the same basic block
+//!   stored an index of the same line (callees write their own records,
+//!   never this one, so it still holds; the sampler only needs the line);
+//! * the record's address is recomputed from `vm.frames` and the depth on
+//!   entry (kept anyway for the return; `vm.depth` in an OSR variant, whose
+//!   frame is the innermost one there too) rather than kept from the
+//!   prologue: a value live across every call would take a callee-saved
+//!   register, which costs a spill and a reload around every call.
+
+use super::*;
+
+impl Translator<'_, '_> {
+    // ANCHOR: store_pc
+    /// Stores `pc` in the frame record if instruction `pc` calls a helper
+    /// (a Toy call stores in `call`, unless it is inlined).
+    pub(super) fn store_pc_if_calling(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) {
+        let calls_out = match self.f.code[pc] {
+            Op::RemF { .. } | Op::LenS { .. } | Op::Pop { .. } => true,
+            Op::EqS { .. } | Op::NeS { .. } | Op::LtS { .. } | Op::LeS { .. } => true,
+            op => op.is_slow(),
+        };
+        if calls_out {
+            self.store_pc(b, pc);
+        }
+    }
+
+    /// Stores `pc` in the frame record (lines mode only), unless an earlier
+    /// store in this basic block stored an index of the same line.
+    pub(super) fn store_pc(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) {
+        let line = self.f.spans.get(pc).map(|span| span.line);
+        if !self.env.vmprof_lines || (line.is_some() && line == self.stored_line) {
+            return;
+        }
+        self.stored_line = line;
+        // frames[depth].pc = pc, with depth = depth0 + 1 in a native
+        // function.
+        let frames = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::FRAMES as i32);
+        let (depth, record_offset) = match self.depth0 {
+            Some(depth0) => (depth0, size_of::<vm::abi::FrameRecord>()),
+            None => {
+                let depth = b
+                    .ins()
+                    .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+                (depth, 0)
+            }
+        };
+        let offset = b.ins().ishl_imm_u(depth, 4);
+        let record = b.ins().iadd(frames, offset);
+        let pcv = b.ins().iconst(types::I32, pc as i64);
+        let at = (record_offset + offsets::RECORD_PC) as i32;
+        b.ins().store(flags(), pcv, record, at);
+        // Only the signal handler reads it: keep the store even before an
+        // inlined call (`--vmprof-inlined`), where no instruction reads
+        // memory.
+        b.ins().sequence_point();
+    }
+    // ANCHOR_END: store_pc
+}
