@@ -4,11 +4,15 @@
 //! the CLI needs nothing else but [`JitOptions`], [`disasm`] and
 //! [`forget_perf_buildid_dir`]. The crate, one job per module:
 //!
-//! * [`tiering`]: the policy. One state per function; compile a function
-//!   (and the callees it reaches, callees first, [`callgraph`]) when its
-//!   countdown runs out at a call; an OSR variant when it runs out at a
-//!   back-edge; everything at start with threshold 0; trampolines at start
-//!   with a profiler sink. Answers the interpreter with a decision.
+//! * [`tiering`]: the policy. One state per function, thresholds from
+//!   [`cost`]; compile a function (and the warm callees it reaches,
+//!   callees first, [`callgraph`]) when its countdown runs out at a call;
+//!   its OSR variant alone when it runs out at a back-edge; everything at
+//!   start with threshold 0; trampolines at start with a profiler sink.
+//!   Answers the interpreter with a decision.
+//! * [`compiler`]: the compile work apart from the policy: runs a request,
+//!   reports actions the policy applies to the VM; on the interpreter's
+//!   thread or on the `toyvm-jit` thread ([`background`]).
 //! * [`translate`]: bytecode → Cranelift IR for native functions and OSR
 //!   variants.
 //! * [`abi`]: every signature, the import table of runtime helpers
