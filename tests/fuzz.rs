@@ -21,7 +21,7 @@ use std::process::Command;
 const SECONDS: u32 = 30;
 
 /// Every target of `fuzz/Cargo.toml`.
-const TARGETS: [&str; 3] = ["front_end", "profile_reader", "differential"];
+const TARGETS: [&str; 4] = ["front_end", "profile_reader", "differential", "bytecode"];
 
 fn cargo_fuzz(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO"))

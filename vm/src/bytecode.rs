@@ -421,9 +421,10 @@ mod tests {
             vec![Op::LoadInt { dst: 0, imm: 1 }],
             vec![],
             vec![Op::Return { src: 0 }],
-            // Division by a zero immediate (the compiler emits `DivI`).
+            // Found by the `bytecode` fuzz target: a panic in the
+            // interpreter (`wrapping_rem` by zero).
             vec![
-                Op::DivIImm {
+                Op::RemIImm {
                     dst: 0,
                     a: 0,
                     imm: 0,
@@ -431,7 +432,7 @@ mod tests {
                 Op::ReturnVoid,
             ],
             vec![
-                Op::RemIImm {
+                Op::DivIImm {
                     dst: 0,
                     a: 0,
                     imm: 0,
@@ -472,6 +473,8 @@ mod tests {
             f.reg_names.push(None);
             f.ref_regs.push(1);
             f.frame_size = 3;
+            f.consts = vec![Const::Str(0)];
+            m.strings = vec!["s".into()];
             m.types = vec![Type::Str];
             m
         };
@@ -504,9 +507,64 @@ mod tests {
             assert!(verify(&with_str(code.clone())).is_err(), "{code:?}");
         }
         let good = vec![
+            Op::LoadConst { dst: 1, k: 0 },
             Op::Move { dst: 2, src: 1 },
             Op::LenS { dst: 0, src: 2 },
             Op::Print { src: 2, ty: 0 },
+            Op::ReturnVoid,
+        ];
+        assert_eq!(verify(&with_str(good)), Ok(()));
+    }
+
+    // Found by the `bytecode` fuzz target: a reference register that is
+    // not a parameter is null until written, and reading it crashed the
+    // interpreter (SIGSEGV in `ParseInt`).
+    #[test]
+    fn verify_rejects_a_reference_read_before_it_is_assigned() {
+        let with_str = |code: Vec<Op>| {
+            let mut m = tiny(code);
+            let f = &mut m.functions[0];
+            f.reg_types = vec![Type::Str, Type::Bool];
+            f.reg_names = vec![None, None];
+            f.ref_regs = vec![0];
+            f.frame_size = 3;
+            f.consts = vec![Const::Str(0)];
+            m.strings = vec!["12".into()];
+            m
+        };
+        let bad = [
+            vec![Op::ParseInt { dst: 2, src: 0 }, Op::ReturnVoid],
+            // Assigned on one path into instruction 2 only.
+            vec![
+                Op::JmpIf { a: 1, target: 2 },
+                Op::LoadConst { dst: 0, k: 0 },
+                Op::LenS { dst: 2, src: 0 },
+                Op::ReturnVoid,
+            ],
+            // Moved before it is assigned.
+            vec![Op::Move { dst: 2, src: 0 }, Op::ReturnVoid],
+        ];
+        for code in bad {
+            let err = verify(&with_str(code.clone())).expect_err("rejected");
+            assert!(
+                err.contains("r0 may be read before it is assigned"),
+                "{err}"
+            );
+        }
+        // A parameter of `<main>` counts as assigned, but `<main>` is
+        // called with no arguments: it may have none (found by the fuzz
+        // target too).
+        let mut main_with_param = with_str(vec![Op::LenS { dst: 2, src: 0 }, Op::ReturnVoid]);
+        main_with_param.functions[0].params = vec![("s".into(), Type::Str)];
+        assert_eq!(
+            verify(&main_with_param),
+            Err("<main> has parameters".into())
+        );
+        let good = vec![
+            Op::LoadConst { dst: 0, k: 0 },
+            Op::JmpIf { a: 1, target: 3 },
+            Op::LoadConst { dst: 0, k: 0 },
+            Op::ParseInt { dst: 2, src: 0 },
             Op::ReturnVoid,
         ];
         assert_eq!(verify(&with_str(good)), Ok(()));

@@ -9,7 +9,10 @@
 //! * every register operand has the type its instruction's table row asks
 //!   for ([`RegClass`]), and the instructions whose operands are related
 //!   (`Move`, `Call`, element access, `Print`, ...) agree with each other;
-//! * the GC root map is exactly the typed reference registers.
+//! * the GC root map is exactly the typed reference registers;
+//! * a typed reference register that is not a parameter is written before
+//!   it is read, on every path (the interpreter zeroes it on entry, for the
+//!   collector: reading it earlier would dereference null).
 //!
 //! Typed registers have one type for the whole function. The call area is
 //! untyped: a forward data-flow pass tracks what each of its slots holds
@@ -27,6 +30,10 @@ use crate::ast::Type;
 pub fn verify(module: &Module) -> Result<(), String> {
     if module.main as usize >= module.functions.len() {
         return Err("no <main> function".into());
+    }
+    // `<main>` is called with no arguments: a parameter would read null.
+    if !module.functions[module.main as usize].params.is_empty() {
+        return Err("<main> has parameters".into());
     }
     if module.functions.len() > u16::MAX as usize + 1 {
         return Err("too many functions".into());
@@ -47,6 +54,10 @@ type Failure = (usize, String);
 
 /// What each call-area slot is known to hold (`None`: unknown).
 type CallArea = Vec<Option<Type>>;
+
+/// Per typed register: written on every path so far (a reference register
+/// that is not a parameter holds null until then).
+type Assigned = Vec<bool>;
 
 struct Checker<'m> {
     module: &'m Module,
@@ -133,10 +144,10 @@ impl Checker<'_> {
                     return Err((pc, "call arguments outside the frame".into()));
                 }
             }
-            // The compiler keeps `x / 0` and `x % 0` as `DivI`/`RemI`, which
-            // raise the error; a zero immediate has no defined meaning.
+            // The interpreter's `wrapping_div` by an immediate 0 panics
+            // (the compiler keeps `/ 0` as `DivI`, which fails cleanly).
             if let Op::DivIImm { imm: 0, .. } | Op::RemIImm { imm: 0, .. } = op {
-                return Err((pc, "division by a zero immediate".into()));
+                return Err((pc, "division by an immediate 0".into()));
             }
             if let Op::Return { .. } = op
                 && f.ret.is_none()
@@ -152,27 +163,56 @@ impl Checker<'_> {
     fn types(&self) -> Result<(), Failure> {
         let code = &self.f.code;
         let area_len = self.f.frame_size as usize - self.f.num_typed();
-        let mut state: Vec<Option<CallArea>> = vec![None; code.len()];
-        state[0] = Some(vec![None; area_len]);
+        // Typed registers that hold a value: every scalar (zero is a valid
+        // int, float and bool) and the parameters from the start.
+        let assigned: Assigned = (0..self.f.num_typed())
+            .map(|r| r < self.f.params.len() || !self.f.reg_types[r].is_ref())
+            .collect();
+        let mut state: Vec<Option<(CallArea, Assigned)>> = vec![None; code.len()];
+        state[0] = Some((vec![None; area_len], assigned));
         let mut work = vec![0usize];
         while let Some(pc) = work.pop() {
-            let mut area = state[pc].clone().expect("queued with a state");
+            let (mut area, mut assigned) = state[pc].clone().expect("queued with a state");
+            self.assignment(&code[pc], &mut assigned)
+                .map_err(|what| (pc, what))?;
             self.instruction(&code[pc], &mut area)
                 .map_err(|what| (pc, what))?;
             let next = code[pc].falls_through().then_some(pc + 1);
             for succ in code[pc].targets().map(|t| t as usize).chain(next) {
                 let merged = match &state[succ] {
-                    None => area.clone(),
-                    Some(old) => old
-                        .iter()
-                        .zip(&area)
-                        .map(|(a, b)| if a == b { a.clone() } else { None })
-                        .collect(),
+                    None => (area.clone(), assigned.clone()),
+                    Some((old, old_assigned)) => (
+                        old.iter()
+                            .zip(&area)
+                            .map(|(a, b)| if a == b { a.clone() } else { None })
+                            .collect(),
+                        old_assigned
+                            .iter()
+                            .zip(&assigned)
+                            .map(|(a, b)| *a && *b)
+                            .collect(),
+                    ),
                 };
                 if state[succ].as_ref() != Some(&merged) {
                     state[succ] = Some(merged);
                     work.push(succ);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Requires every typed register `op` reads to be assigned (see
+    /// [`Assigned`]), then marks the ones it writes.
+    fn assignment(&self, op: &Op, assigned: &mut Assigned) -> Result<(), String> {
+        for r in op.regs() {
+            if r.access.reads() && assigned.get(r.reg as usize) == Some(&false) {
+                return Err(format!("r{} may be read before it is assigned", r.reg));
+            }
+        }
+        for r in op.regs().filter(|r| r.access.writes()) {
+            if let Some(a) = assigned.get_mut(r.reg as usize) {
+                *a = true;
             }
         }
         Ok(())
