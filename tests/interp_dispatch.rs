@@ -127,44 +127,44 @@ fn every_instruction_has_a_handler_that_jumps_to_the_next() {
     let mut problems = Vec::new();
     let tables = ["HANDLERS", "HANDLERS_LINES"].map(|t| (t, handlers(t)));
     for (table, handlers) in &tables {
-      for (h, name) in handlers.iter().zip(vm::bytecode::Op::NAMES) {
-        let name = if h.symbol == name {
-            format!("{table}[{name}]")
-        } else {
-            format!("{table}[{name}] (merged into {})", h.symbol)
-        };
-        // The frame pointer is kept: perf walks through the interpreter.
-        let prologue: Vec<Code> = h.code.iter().take(2).map(|i| i.code()).collect();
-        let keeps_rbp = prologue == [Code::Push_r64, Code::Mov_rm64_r64]
-            && h.code[0].op0_register() == Register::RBP
-            && h.code[1].op0_register() == Register::RBP
-            && h.code[1].op1_register() == Register::RSP;
-        if !keeps_rbp {
-            problems.push(format!(
-                "{name}: does not start with push rbp; mov rbp, rsp"
-            ));
+        for (h, name) in handlers.iter().zip(vm::bytecode::Op::NAMES) {
+            let name = if h.symbol == name {
+                format!("{table}[{name}]")
+            } else {
+                format!("{table}[{name}] (merged into {})", h.symbol)
+            };
+            // The frame pointer is kept: perf walks through the interpreter.
+            let prologue: Vec<Code> = h.code.iter().take(2).map(|i| i.code()).collect();
+            let keeps_rbp = prologue == [Code::Push_r64, Code::Mov_rm64_r64]
+                && h.code[0].op0_register() == Register::RBP
+                && h.code[1].op0_register() == Register::RBP
+                && h.code[1].op1_register() == Register::RSP;
+            if !keeps_rbp {
+                problems.push(format!(
+                    "{name}: does not start with push rbp; mov rbp, rsp"
+                ));
+            }
+            // No call of a handler through the table: only `Call` calls a
+            // computed address (the callee's entry), exactly once.
+            let indirect_calls = h
+                .code
+                .iter()
+                .filter(|i| is_computed(i, Mnemonic::Call))
+                .count();
+            let wanted_calls = usize::from(h.symbol == "Call");
+            if indirect_calls != wanted_calls {
+                problems.push(format!(
+                    "{name}: {indirect_calls} calls of a computed address, expected {wanted_calls}"
+                ));
+            }
+            // It continues with a jump to a computed address (the dispatch),
+            // unless it only ever returns.
+            let returns_only = matches!(h.symbol.as_str(), "Return" | "ReturnVoid");
+            let jumps = h.code.iter().any(|i| is_computed(i, Mnemonic::Jmp));
+            if !returns_only && !jumps {
+                problems.push(format!("{name}: no indirect jump to the next handler"));
+            }
         }
-        // No call of a handler through the table: only `Call` calls a
-        // computed address (the callee's entry), exactly once.
-        let indirect_calls = h
-            .code
-            .iter()
-            .filter(|i| is_computed(i, Mnemonic::Call))
-            .count();
-        let wanted_calls = usize::from(h.symbol == "Call");
-        if indirect_calls != wanted_calls {
-            problems.push(format!(
-                "{name}: {indirect_calls} calls of a computed address, expected {wanted_calls}"
-            ));
-        }
-        // It continues with a jump to a computed address (the dispatch),
-        // unless it only ever returns.
-        let returns_only = matches!(h.symbol.as_str(), "Return" | "ReturnVoid");
-        let jumps = h.code.iter().any(|i| is_computed(i, Mnemonic::Jmp));
-        if !returns_only && !jumps {
-            problems.push(format!("{name}: no indirect jump to the next handler"));
-        }
-      }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -87,7 +87,9 @@ SHAPES = {"warm": warm, "small": small, "fewhot": fewhot, "huge": huge}
 
 
 def main():
-    if len(sys.argv) != 2:
+    # An option where OUTDIR belongs (`gen.py --help`) is not a directory
+    # name: it once left a directory called `--help` in the repository.
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
         sys.exit(__doc__)
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)

@@ -341,9 +341,12 @@ impl Compiler {
             return;
         }
         let mut warnings = Vec::new();
-        let finished = self
-            .codegen
-            .finish(src.module(), src.vmprof_lines(), &self.profilers, &mut warnings);
+        let finished = self.codegen.finish(
+            src.module(),
+            src.vmprof_lines(),
+            &self.profilers,
+            &mut warnings,
+        );
         out.extend(warnings.into_iter().map(Action::Warn));
         match finished {
             Ok(finished) => {

@@ -20,12 +20,13 @@
 //! handler (a `Return`) returns to `interp_entry`.
 //!
 //! Why this shape and not one `match` in a loop: with a `match`, LLVM
-//! decides where each arm goes inside one 4 KB function, shares one
-//! indirect branch among all instructions, and an unrelated change
-//! elsewhere in the crate moved that code enough to change the speed of
-//! the same program by up to 45% (`bench/layouts.py`, `bench/RESULTS.md`).
-//! A handler is a function: where it is placed does not change the code
-//! inside it, and its branch predicts its own successors.
+//! lays out all instructions as one 4 KB function sharing one indirect
+//! branch, and where that function landed decided its speed: four builds
+//! that differed only by unrelated padding ran the same benchmarks 12% to
+//! 117% apart (`bench/layouts.py`, `bench/RESULTS.md`). A handler is a
+//! function: where it is placed does not change the code inside it, and its
+//! own branch predicts its own successors; the same four layouts now run
+//! within 6% of each other.
 //!
 //! Rust does not guarantee tail calls (`become` is unstable): LLVM makes
 //! them because every handler has the same signature and keeps nothing on
