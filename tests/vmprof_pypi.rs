@@ -82,7 +82,11 @@ fn check_with_real_reader(venv: &Path, version: &str) {
         .filter_map(Value::as_str)
         .filter(|r| *r != "jit:<jit compiler>:0:-")
         .collect();
-    assert_eq!(roots, [CHAIN[0]], "every Toy stack starts at <main>: {found}");
+    assert_eq!(
+        roots,
+        [CHAIN[0]],
+        "every Toy stack starts at <main>: {found}"
+    );
     let top: BTreeMap<String, u64> = found["top"]
         .as_object()
         .expect("top is an object")
