@@ -316,20 +316,7 @@ fn killed_profiling_runs_leave_usable_files() {
                 .map_or(1, |d| d.as_nanos() as u64)
         });
     eprintln!("chaos: {runs} kills, CHAOS_SEED={seed}");
-    let have_perf = common::tool_or_skip(
-        "chaos (jitdump)",
-        "perf",
-        &[
-            "record",
-            "-q",
-            "-e",
-            "cpu-clock",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ],
-    );
+    let have_perf = common::tool_or_skip("chaos (jitdump)", "perf", common::PERF_RECORD_PROBE);
     let work = PerfWork::new("chaos");
     std::fs::write(work.path("chaos.toy"), script()).expect("script");
     let mut rng = Rng(seed);

@@ -125,3 +125,16 @@ pub fn tool_or_skip(test: &str, cmd: &str, args: &[&str]) -> bool {
     }
     works
 }
+
+/// The command that shows `perf record` works here (installed, and allowed
+/// to record by `perf_event_paranoid`): the arguments for [`tool_or_skip`].
+pub const PERF_RECORD_PROBE: &[&str] = &[
+    "record",
+    "-q",
+    "-e",
+    "cpu-clock",
+    "-o",
+    "/dev/null",
+    "--",
+    "true",
+];

@@ -122,17 +122,18 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         for &r in (*rt).zero_regs.iter() {
             *regs.add(r as usize) = 0;
         }
-        let activation = handlers::Activation {
+        let mut activation = handlers::Activation {
             vm,
             func,
             code: (*rt).code,
             consts: (*rt).consts.as_ptr(),
             hotness: &raw mut (*rt).hotness,
-            // `interp_entry` made this frame's record the innermost one.
-            record_pc: &raw mut (*(*vm).frames.add((*vm).depth)).pc,
+            record_pc: std::ptr::null_mut(),
         };
-        // vmprof lines mode gets its own copy of the handlers.
+        // vmprof lines mode gets its own copy of the handlers, and only it
+        // needs the record: `interp_entry` made it the innermost one.
         if (*vm).vmprof_lines {
+            activation.record_pc = &raw mut (*(*vm).frames.add((*vm).depth)).pc;
             handlers::start::<true>(regs, &activation)
         } else {
             handlers::start::<false>(regs, &activation)
