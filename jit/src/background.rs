@@ -21,9 +21,11 @@
 //!
 //! `--vmprof`: `SIGPROF` is process-wide, so its samples land on this
 //! thread too, in proportion to the CPU time it burns. While it compiles,
-//! the thread's shadow stack holds one frame, [`COMPILER_FRAME`] (class
-//! `jit`), so those samples show compile time as what it is and never as
-//! a Toy frame; `vm::vmprof` names the frame in the file's metadata.
+//! the thread's shadow stack holds `<main>` and [`COMPILER_FRAME`] (class
+//! `jit`), so those samples show compile time as what it is, never inside
+//! a Toy function; `vm::vmprof` names the frame in the file's metadata.
+//! `<main>` is there because vmprof's reader hangs every sample under the
+//! first sample's root: a profile must have one root.
 //!
 //! Test-only: [`DELAY_ENV`] makes the thread sleep before each request, so
 //! tests see the interpreter run on while code is on its way.
@@ -80,6 +82,7 @@ impl Background {
         let thread = std::thread::Builder::new()
             .name(THREAD_NAME.into())
             .spawn(move || {
+                let main = program.vmprof_main();
                 let frame = compiler_frame();
                 let mut compiler = compiler;
                 while let Ok(request) = inbox.recv() {
@@ -91,6 +94,7 @@ impl Background {
                     }
                     let mut out = Vec::new();
                     {
+                        let _root = main.map(vmprof::vmprof_execute_code);
                         let _frame = frame.map(vmprof::vmprof_execute_code);
                         compiler.run(&program, &request, &mut out);
                     }

@@ -83,6 +83,7 @@ pub struct Program {
     constants: Vec<Box<[u64]>>,
     inlined_frames: bool,
     vmprof_lines: bool,
+    vmprof_main: Option<perfsupport::vmprof::CodeId>,
 }
 
 impl Program {
@@ -97,7 +98,14 @@ impl Program {
             constants,
             inlined_frames: vm.vmprof_inlined_frames(),
             vmprof_lines: vm.vmprof_lines(),
+            vmprof_main: vm.vmprof_main(),
         }
+    }
+
+    /// The vmprof code id of `<main>` while a vmprof session runs
+    /// ([`Vm::vmprof_main`]).
+    pub fn vmprof_main(&self) -> Option<perfsupport::vmprof::CodeId> {
+        self.vmprof_main
     }
 }
 

@@ -22,7 +22,10 @@
 //!   inlined body, which is what `calls`-style code then pays).
 //!
 //! So every active Toy frame is in every sample, whichever tier runs it,
-//! and every sample is rooted at `<main>`.
+//! and every sample is rooted at `<main>`: also those taken on a JIT's
+//! compiler thread, which shows `<main>` → [`COMPILER_FRAME`]
+//! ([`Vm::vmprof_main`]), because vmprof's reader builds its tree under
+//! the first sample's root.
 //!
 //! **Lines** ([`VmprofOptions::lines`], `--vmprof-lines`): every frame of
 //! every sample also gets the line it is executing. Each record's
@@ -52,8 +55,9 @@ pub const CODE_CLASS: &str = "toy";
 pub const INTERP_NAME: &str = "toyvm";
 
 /// The frame a JIT's compiler thread shows in samples taken on it while
-/// it compiles (class `jit`), never a Toy frame; named in the profile's
-/// metadata under [`COMPILER_FRAME_META`].
+/// it compiles (class `jit`), directly under `<main>` and never under
+/// another Toy frame; named in the profile's metadata under
+/// [`COMPILER_FRAME_META`].
 pub const COMPILER_FRAME: &str = "<jit compiler>";
 
 /// The metadata key that names [`COMPILER_FRAME`].
@@ -123,6 +127,7 @@ impl Session {
                 vmprof::register_code(&cell, &class, &f.name, f.span.line, &module.path)
             })
             .collect();
+        let main_code = code_ids.get(module.main as usize).copied();
         let mut enable = EnableOptions::new(INTERP_NAME);
         enable.interval = options.interval;
         enable.lines = options.lines;
@@ -156,6 +161,7 @@ impl Session {
         // ANCHOR_END: frame_view
         vm.vmprof_inlined_frames = options.inlined_frames;
         vm.vmprof_lines = options.lines;
+        vm.vmprof_main = main_code;
         Ok(Session {
             finished: false,
             view: Some(view),

@@ -101,6 +101,10 @@ pub struct Vm<'m> {
     /// interpreter stores each instruction's index in its frame record,
     /// compiled code each call's, and the JIT publishes its line tables.
     pub(crate) vmprof_lines: bool,
+    /// The vmprof code id of `<main>`, set by a vmprof
+    /// [`crate::vmprof::Session`]: a JIT's compiler thread roots its own
+    /// samples there, so every sample of the profile shares one root.
+    pub(crate) vmprof_main: Option<perfsupport::vmprof::CodeId>,
     /// Where the tier-up hook and the runtime write diagnostics (warnings,
     /// `--jit-stats`): the driver's stderr (see [`Vm::set_diagnostics`]).
     diagnostics: &'m mut (dyn Write + Send),
@@ -182,6 +186,7 @@ impl<'m> Vm<'m> {
             tier_up: None,
             vmprof_inlined_frames: false,
             vmprof_lines: false,
+            vmprof_main: None,
             // A zero-sized writer: leaking it allocates nothing.
             diagnostics: Box::leak(Box::new(std::io::sink())),
             stack,
@@ -240,6 +245,14 @@ impl<'m> Vm<'m> {
     /// (`perfsupport::vmprof::publish_code_lines`) before it runs.
     pub fn vmprof_lines(&self) -> bool {
         self.vmprof_lines
+    }
+
+    /// The vmprof code id of `<main>` while a vmprof session runs. The
+    /// reader (`vmprof.read_profile(...).get_tree()`) takes the first
+    /// sample's root as every sample's root, so a thread of the VM's own
+    /// (a JIT's compiler thread) pushes this id before its own frame.
+    pub fn vmprof_main(&self) -> Option<perfsupport::vmprof::CodeId> {
+        self.vmprof_main
     }
 
     /// Number of active frames (0 outside a run).
