@@ -64,6 +64,10 @@ pub struct CodeGen {
     /// Where compiled code finds an array's fields.
     pub array: ArrayLayout,
     batch: Vec<Defined>,
+    /// Where each region with a published vmprof line table starts (as
+    /// addresses: the `CodeGen` moves to the compiler thread): the tables
+    /// are retracted before the code memory is freed.
+    vmprof_lines_published: Vec<usize>,
     /// Keep each region's IR text for its [`Listing`] (`disasm --jit`).
     keep_ir: bool,
     /// Test-only: the region whose compile fails (after its IR is built).
@@ -127,6 +131,7 @@ impl CodeGen {
             imports,
             array,
             batch: Vec::new(),
+            vmprof_lines_published: Vec::new(),
             keep_ir: false,
             #[cfg(test)]
             fail_region: None,
@@ -290,7 +295,10 @@ impl CodeGen {
         }
         if vmprof_lines {
             for (d, region) in batch.iter().zip(&regions) {
-                publish_vmprof_lines(module, d, region.code);
+                if publish_vmprof_lines(module, d, region.code) {
+                    self.vmprof_lines_published
+                        .push(region.code.as_ptr() as usize);
+                }
             }
         }
         let listings: Vec<Option<Listing>> = (batch.iter().zip(&regions))
@@ -356,11 +364,17 @@ fn region<'a>(
 }
 
 impl Drop for CodeGen {
-    /// Withdraws the unwind info, then unmaps the code memory.
+    /// Withdraws the unwind info and the vmprof line tables, then unmaps
+    /// the code memory.
     fn drop(&mut self) {
         // First: an address of this code may be mapped again for other
-        // code, and the unwinder must not find the old entries there.
+        // code, and neither the unwinder nor the sampler may find the old
+        // entries there.
         drop(std::mem::take(&mut self.unwind));
+        let published: Vec<*const u8> = (self.vmprof_lines_published.iter())
+            .map(|&start| start as *const u8)
+            .collect();
+        perfsupport::vmprof::retract_many_code_lines(&published);
         // SAFETY: `module` is taken once, here, and not used after. Freeing
         // its memory: no compiled code runs or is called again, because
         // the code was only reachable through the VM's entry table (restored
@@ -400,10 +414,10 @@ fn line_rows<'a>(module: &'a vm::bytecode::Module, d: &Defined) -> Vec<LineEntry
 /// OSR variant; shims and trampolines have no lines of their own) for the
 /// vmprof sampler: each row names the function the code belongs to and its
 /// line, and for inlined code also the caller and the call's line. Called
-/// before the code can run.
-fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8]) {
+/// before the code can run. False if `d` has no lines of its own.
+fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8]) -> bool {
     if !matches!(d.role, Role::Native | Role::Osr { .. }) {
-        return;
+        return false;
     }
     let line = |attribution| line_table::position(module, d.func, attribution).0;
     let rows = (d.rows.iter())
@@ -421,6 +435,7 @@ fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8])
         })
         .collect();
     perfsupport::vmprof::publish_code_lines(code.as_ptr(), code.len(), rows);
+    true
 }
 // ANCHOR_END: publish_vmprof_lines
 

@@ -24,8 +24,10 @@
 //! and binary-searches a node's rows: no lock, no allocation, and a node
 //! never changes after it is published, except its `end`, which
 //! [`retract_code_lines`] sets to 0 (one atomic store). Nodes are never
-//! freed: a region costs its rows' memory until the process exits, which
-//! suits JITs whose code is never freed either (toyvm's).
+//! freed, since a handler may be reading one at any moment: a region costs
+//! its rows' memory until the process exits. A JIT that frees code retracts
+//! its tables first ([`retract_many_code_lines`]; toyvm's `CodeGen` does it
+//! when dropped), so later code at the same addresses is never given them.
 //!
 //! The walk is linear in the number of regions: a few microseconds for a
 //! thousand regions, once per sample.
@@ -124,15 +126,39 @@ pub fn publish_code_lines(start: *const u8, len: usize, mut rows: Vec<CodeLineRo
 /// Stops using the table published for the code at `start` (e.g. before
 /// that code is freed). Its memory stays (see the module docs).
 pub fn retract_code_lines(start: *const u8) {
+    retract_many_code_lines(&[start]);
+}
+
+/// [`retract_code_lines`] for every region in `starts`, in one walk of the
+/// list (a JIT freeing all its code at once retracts thousands of regions).
+pub fn retract_many_code_lines(starts: &[*const u8]) {
+    let mut starts: Vec<usize> = starts.iter().map(|&p| p as usize).collect();
+    starts.sort_unstable();
     let _writer = PUBLISH.lock();
     let mut node = HEAD.load(Ordering::Acquire).cast_const();
     // SAFETY: nodes are leaked boxes, never freed, immutable but for `end`.
     while let Some(region) = unsafe { node.as_ref() } {
-        if region.start == start as usize {
+        if starts.binary_search(&region.start).is_ok() {
             region.end.store(0, Ordering::Release);
         }
         node = region.next;
     }
+}
+
+/// How many line tables were published in this process, and how many of
+/// them are still in use (not retracted): a JIT that frees its code should
+/// leave the second number where it found it.
+pub fn table_counts() -> (usize, usize) {
+    let _writer = PUBLISH.lock();
+    let (mut published, mut live) = (0, 0);
+    let mut node = HEAD.load(Ordering::Acquire).cast_const();
+    // SAFETY: nodes are leaked boxes, never freed, immutable but for `end`.
+    while let Some(region) = unsafe { node.as_ref() } {
+        published += 1;
+        live += usize::from(region.end.load(Ordering::Acquire) != 0);
+        node = region.next;
+    }
+    (published, live)
 }
 
 // ANCHOR: lookup
@@ -182,6 +208,21 @@ mod tests {
         assert_eq!(at(64), None);
         retract_code_lines(start);
         assert_eq!(at(0), None);
+    }
+
+    #[test]
+    fn many_regions_are_retracted_in_one_call() {
+        let code = [0u8; 96];
+        let start = code.as_ptr();
+        for k in 0..3 {
+            publish_code_lines(start.wrapping_add(32 * k), 32, vec![row(0, k as u32, 1)]);
+        }
+        retract_many_code_lines(&[start.wrapping_add(64), start]);
+        assert_eq!(lookup(start as usize), None);
+        assert_eq!(lookup(start as usize + 40).map(|r| r.key), Some(1));
+        assert_eq!(lookup(start as usize + 64), None);
+        retract_code_lines(start.wrapping_add(32));
+        assert_eq!(lookup(start as usize + 40), None);
     }
 
     #[test]

@@ -80,7 +80,9 @@ use std::time::Duration;
 
 use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 
-pub use code_lines::{CodeLineRow, publish_code_lines, retract_code_lines};
+pub use code_lines::{
+    CodeLineRow, publish_code_lines, retract_code_lines, retract_many_code_lines,
+};
 pub use format::{META_CUT_FRAMES_MAX, META_CUT_SAMPLES, Timeval};
 pub use frame_view::{
     CUT_FRAMES_CLASS, CUT_FRAMES_NAME, FrameLines, FrameView, FrameViewGuard, cut_frames_id,
