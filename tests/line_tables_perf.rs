@@ -138,17 +138,7 @@ fn twice(name: &str, check: impl Fn() -> Result<(), String>) {
 
 #[test]
 fn perf_puts_a_compiled_loop_on_its_own_lines() {
-    let record = [
-        "record",
-        "-q",
-        "-e",
-        "cpu-clock",
-        "-o",
-        "/dev/null",
-        "--",
-        "true",
-    ];
-    if !common::tool_or_skip("line_tables_perf", "perf", &record) {
+    if !common::tool_or_skip("line_tables_perf", "perf", common::PERF_RECORD_PROBE) {
         return;
     }
     twice("loop lines", || {

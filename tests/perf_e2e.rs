@@ -409,19 +409,7 @@ fn check_readelf(so: &Path) -> Result<(), String> {
 
 #[test]
 fn perf_sees_interpreted_and_compiled_toy_frames() {
-    let have_perf = tool_works(
-        "perf",
-        &[
-            "record",
-            "-q",
-            "-e",
-            "cpu-clock",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ],
-    );
+    let have_perf = tool_works("perf", common::PERF_RECORD_PROBE);
     let have_readelf = tool_works("readelf", &["--version"]);
     if !have_perf || !have_readelf {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");

@@ -168,26 +168,7 @@ fn with_perf_every_map_line_comes_from_perfsupport() {
 
 #[test]
 fn under_perf_record_the_map_has_one_writer() {
-    let have_perf = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-e",
-            "cpu-clock",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have_perf {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        eprintln!("perf_map_safety: SKIPPED: `perf record` is not usable here");
-        assert!(
-            !ci,
-            "perf_map_safety: CI=true, so a missing perf is a failure"
-        );
+    if !common::tool_or_skip("perf_map_safety", "perf", common::PERF_RECORD_PROBE) {
         return;
     }
     let work = Work::new("record");

@@ -38,15 +38,31 @@ impl Translator<'_, '_> {
                 };
                 self.write(b, dst as usize, v);
             }
-            Op::AddI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().iadd(x, y)),
-            Op::SubI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().isub(x, y)),
-            Op::MulI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().imul(x, y)),
-            Op::AndI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().band(x, y)),
-            Op::OrI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().bor(x, y)),
-            Op::XorI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().bxor(x, y)),
+            Op::AddI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().iadd(x, y))
+            }
+            Op::SubI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().isub(x, y))
+            }
+            Op::MulI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().imul(x, y))
+            }
+            Op::AndI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().band(x, y))
+            }
+            Op::OrI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().bor(x, y))
+            }
+            Op::XorI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().bxor(x, y))
+            }
             // Cranelift takes shift amounts modulo the width, like Toy.
-            Op::ShlI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().ishl(x, y)),
-            Op::ShrI { dst, a, b: y } => self.int_bin(b, dst, a, y, |b, x, y| b.ins().sshr(x, y)),
+            Op::ShlI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().ishl(x, y))
+            }
+            Op::ShrI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, |b, x, y| b.ins().sshr(x, y))
+            }
             Op::DivI { dst, a, b: y } => {
                 let (x, y) = (self.read_i(b, a), self.read_i(b, y));
                 self.div_rem(b, dst, x, y, pc, false);
@@ -92,30 +108,50 @@ impl Translator<'_, '_> {
                 };
                 self.write(b, dst as usize, v);
             }
-            Op::AddF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fadd(x, y)),
-            Op::SubF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fsub(x, y)),
-            Op::MulF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fmul(x, y)),
-            Op::DivF { dst, a, b: y } => self.float_bin(b, dst, a, y, |b, x, y| b.ins().fdiv(x, y)),
+            Op::AddF { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::F64, |b, x, y| b.ins().fadd(x, y))
+            }
+            Op::SubF { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::F64, |b, x, y| b.ins().fsub(x, y))
+            }
+            Op::MulF { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::F64, |b, x, y| b.ins().fmul(x, y))
+            }
+            Op::DivF { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::F64, |b, x, y| b.ins().fdiv(x, y))
+            }
             Op::RemF { dst, a, b: y } => {
-                let (x, y) = (self.read_f(b, a), self.read_f(b, y));
-                let helper = self.helper(b, self.env.imports.fmod);
-                let call = b.ins().call(helper, &[x, y]);
-                let v = b.inst_results(call)[0];
-                self.write(b, dst as usize, v);
+                let fmod = self.helper(b, self.env.imports.fmod);
+                self.binary(b, dst, a, y, types::F64, |b, x, y| {
+                    let call = b.ins().call(fmod, &[x, y]);
+                    b.inst_results(call)[0]
+                });
             }
             Op::NegF { dst, src } => {
                 let x = self.read_f(b, src);
                 let v = b.ins().fneg(x);
                 self.write(b, dst as usize, v);
             }
-            Op::EqI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::Equal),
-            Op::NeI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::NotEqual),
-            Op::LtI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::SignedLessThan),
-            Op::LeI { dst, a, b: y } => self.int_cmp(b, dst, a, y, IntCC::SignedLessThanOrEqual),
-            Op::EqF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::Equal),
-            Op::NeF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::NotEqual),
-            Op::LtF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::LessThan),
-            Op::LeF { dst, a, b: y } => self.float_cmp(b, dst, a, y, FloatCC::LessThanOrEqual),
+            Op::EqI { dst, a, b: y } => self.binary(b, dst, a, y, types::I64, icmp(IntCC::Equal)),
+            Op::NeI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, icmp(IntCC::NotEqual))
+            }
+            Op::LtI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, icmp(IntCC::SignedLessThan))
+            }
+            Op::LeI { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::I64, icmp(IntCC::SignedLessThanOrEqual))
+            }
+            Op::EqF { dst, a, b: y } => self.binary(b, dst, a, y, types::F64, fcmp(FloatCC::Equal)),
+            Op::NeF { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::F64, fcmp(FloatCC::NotEqual))
+            }
+            Op::LtF { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::F64, fcmp(FloatCC::LessThan))
+            }
+            Op::LeF { dst, a, b: y } => {
+                self.binary(b, dst, a, y, types::F64, fcmp(FloatCC::LessThanOrEqual))
+            }
             Op::EqS { dst, a, b: y } => self.str_cmp(b, dst, a, y, IntCC::Equal),
             Op::NeS { dst, a, b: y } => self.str_cmp(b, dst, a, y, IntCC::NotEqual),
             Op::LtS { dst, a, b: y } => self.str_cmp(b, dst, a, y, IntCC::SignedLessThan),
@@ -382,60 +418,24 @@ impl Translator<'_, '_> {
         self.branch(b, c, target, pc);
     }
 
-    pub(super) fn int_bin(
+    /// `dst = op(x, y)`, the operands read as `ty` (`I64` for ints,
+    /// bools and strings, `F64` for floats).
+    pub(super) fn binary(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         dst: Reg,
         x: Reg,
         y: Reg,
-        op: fn(&mut FunctionBuilder<'_>, Value, Value) -> Value,
+        ty: ir::Type,
+        op: impl FnOnce(&mut FunctionBuilder<'_>, Value, Value) -> Value,
     ) {
-        let (x, y) = (self.read_i(b, x), self.read_i(b, y));
+        let (x, y) = (self.read_as(b, x, ty), self.read_as(b, y, ty));
         let v = op(b, x, y);
         self.write(b, dst as usize, v);
     }
 
-    pub(super) fn float_bin(
-        &mut self,
-        b: &mut FunctionBuilder<'_>,
-        dst: Reg,
-        x: Reg,
-        y: Reg,
-        op: fn(&mut FunctionBuilder<'_>, Value, Value) -> Value,
-    ) {
-        let (x, y) = (self.read_f(b, x), self.read_f(b, y));
-        let v = op(b, x, y);
-        self.write(b, dst as usize, v);
-    }
-
-    pub(super) fn int_cmp(
-        &mut self,
-        b: &mut FunctionBuilder<'_>,
-        dst: Reg,
-        x: Reg,
-        y: Reg,
-        cc: IntCC,
-    ) {
-        let (x, y) = (self.read_i(b, x), self.read_i(b, y));
-        let c = b.ins().icmp(cc, x, y);
-        let v = b.ins().uextend(types::I64, c);
-        self.write(b, dst as usize, v);
-    }
-
-    pub(super) fn float_cmp(
-        &mut self,
-        b: &mut FunctionBuilder<'_>,
-        dst: Reg,
-        x: Reg,
-        y: Reg,
-        cc: FloatCC,
-    ) {
-        let (x, y) = (self.read_f(b, x), self.read_f(b, y));
-        let c = b.ins().fcmp(cc, x, y);
-        let v = b.ins().uextend(types::I64, c);
-        self.write(b, dst as usize, v);
-    }
-
+    /// `dst = x cc y` for strings: their order from the runtime, compared
+    /// with 0.
     pub(super) fn str_cmp(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -444,13 +444,13 @@ impl Translator<'_, '_> {
         y: Reg,
         cc: IntCC,
     ) {
-        let (x, y) = (self.read_i(b, x), self.read_i(b, y));
-        let helper = self.helper(b, self.env.imports.str_cmp);
-        let call = b.ins().call(helper, &[x, y]);
-        let ord = b.inst_results(call)[0];
-        let c = b.ins().icmp_imm_s(cc, ord, 0);
-        let v = b.ins().uextend(types::I64, c);
-        self.write(b, dst as usize, v);
+        let str_cmp = self.helper(b, self.env.imports.str_cmp);
+        self.binary(b, dst, x, y, types::I64, |b, x, y| {
+            let call = b.ins().call(str_cmp, &[x, y]);
+            let ord = b.inst_results(call)[0];
+            let c = b.ins().icmp_imm_s(cc, ord, 0);
+            b.ins().uextend(types::I64, c)
+        });
     }
 
     /// Integer division or remainder with the interpreter's semantics:
@@ -511,5 +511,23 @@ impl Translator<'_, '_> {
         self.array_fields.insert(a, (len, data));
         let off = b.ins().ishl_imm_u(i, 3);
         b.ins().iadd(data, off)
+    }
+}
+
+/// The [`Translator::binary`] operation of an integer comparison: 1 if
+/// `x cc y`, else 0.
+fn icmp(cc: IntCC) -> impl FnOnce(&mut FunctionBuilder<'_>, Value, Value) -> Value {
+    move |b, x, y| {
+        let c = b.ins().icmp(cc, x, y);
+        b.ins().uextend(types::I64, c)
+    }
+}
+
+/// The [`Translator::binary`] operation of a float comparison: 1 if
+/// `x cc y`, else 0.
+fn fcmp(cc: FloatCC) -> impl FnOnce(&mut FunctionBuilder<'_>, Value, Value) -> Value {
+    move |b, x, y| {
+        let c = b.ins().fcmp(cc, x, y);
+        b.ins().uextend(types::I64, c)
     }
 }
