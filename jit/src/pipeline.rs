@@ -371,10 +371,9 @@ impl Drop for CodeGen {
         // code, and neither the unwinder nor the sampler may find the old
         // entries there.
         drop(std::mem::take(&mut self.unwind));
-        let published: Vec<*const u8> = (self.vmprof_lines_published.iter())
-            .map(|&start| start as *const u8)
-            .collect();
-        perfsupport::vmprof::retract_many_code_lines(&published);
+        perfsupport::vmprof::retract_many_code_lines(
+            (self.vmprof_lines_published.iter()).map(|&start| start as *const u8),
+        );
         // SAFETY: `module` is taken once, here, and not used after. Freeing
         // its memory: no compiled code runs or is called again, because
         // the code was only reachable through the VM's entry table (restored

@@ -126,13 +126,13 @@ pub fn publish_code_lines(start: *const u8, len: usize, mut rows: Vec<CodeLineRo
 /// Stops using the table published for the code at `start` (e.g. before
 /// that code is freed). Its memory stays (see the module docs).
 pub fn retract_code_lines(start: *const u8) {
-    retract_many_code_lines(&[start]);
+    retract_many_code_lines([start]);
 }
 
 /// [`retract_code_lines`] for every region in `starts`, in one walk of the
 /// list (a JIT freeing all its code at once retracts thousands of regions).
-pub fn retract_many_code_lines(starts: &[*const u8]) {
-    let mut starts: Vec<usize> = starts.iter().map(|&p| p as usize).collect();
+pub fn retract_many_code_lines(starts: impl IntoIterator<Item = *const u8>) {
+    let mut starts: Vec<usize> = starts.into_iter().map(|p| p as usize).collect();
     starts.sort_unstable();
     let _writer = PUBLISH.lock();
     let mut node = HEAD.load(Ordering::Acquire).cast_const();
@@ -217,7 +217,7 @@ mod tests {
         for k in 0..3 {
             publish_code_lines(start.wrapping_add(32 * k), 32, vec![row(0, k as u32, 1)]);
         }
-        retract_many_code_lines(&[start.wrapping_add(64), start]);
+        retract_many_code_lines([start.wrapping_add(64), start]);
         assert_eq!(lookup(start as usize), None);
         assert_eq!(lookup(start as usize + 40).map(|r| r.key), Some(1));
         assert_eq!(lookup(start as usize + 64), None);
