@@ -6,8 +6,10 @@ Usage:  bench/ab.py BEFORE AFTER [--runs N] [--size default|large]
 For every benchmark of examples/scripts/bench and every tier (interpreter `--no-jit`,
 default tier-up, eager `--jit-threshold 0`) it runs BEFORE and AFTER alternately N times
 (default 5), so that a change of machine load hits both alike, and prints the median and
-the minimum CPU time (user + sys, from GNU time) of each, with AFTER/BEFORE of the
-medians. Outputs of the two binaries must be identical, or it stops with an error.
+the minimum CPU time (user + sys of every thread, from GNU time) of each, with
+AFTER/BEFORE of the medians, and the same for wall time (measured here, to the
+microsecond: the default tier compiles on a second thread, whose CPU time counts in the
+first measure and not in the second). Outputs of the two binaries must be identical, or it stops with an error.
 This is how a change to vm/ or jit/ shows it did not make any benchmark slower:
 keep the binary of main before the change (cp target/release/toyvm /tmp/toyvm-before).
 """
@@ -17,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = ["fib", "loop", "calls", "mandelbrot", "spectral", "nbody"]
@@ -30,14 +33,17 @@ SIZES = {
 TIERS = [("interp", ["--no-jit"]), ("default", []), ("eager", ["--jit-threshold", "0"])]
 
 
-def cpu_time(toyvm, flags, script, size):
+def cpu_and_wall(toyvm, flags, script, size):
+    """CPU (user + sys) and wall seconds of one run, and its output."""
     with tempfile.NamedTemporaryFile("r") as report:
+        started = time.perf_counter()
         proc = subprocess.run(["/usr/bin/time", "-f", "%U %S", "-o", report.name, toyvm, "run"]
                               + flags + [script, size], stdout=subprocess.PIPE, text=True)
+        wall = time.perf_counter() - started
         user, sys_ = report.read().split()[-2:]
     if proc.returncode != 0:
         sys.exit("%s %s %s: exit %d" % (toyvm, " ".join(flags), script, proc.returncode))
-    return float(user) + float(sys_), proc.stdout
+    return float(user) + float(sys_), wall, proc.stdout
 
 
 def main():
@@ -48,24 +54,30 @@ def main():
     ap.add_argument("--size", default="default", choices=SIZES)
     args = ap.parse_args()
     tiers = TIERS if args.size == "default" else TIERS[1:]
-    print("| benchmark | tier | before median s | after median s | before min s | after min s | after/before |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| benchmark | tier | CPU before median s | after | before min | after min | after/before "
+          "| wall before median s | after | before min | after min | after/before |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for bench in BENCHES:
         script = os.path.join(ROOT, "examples/scripts/bench", bench + ".toy")
         size = SIZES[args.size][bench]
         for tier, flags in tiers:
-            times = {"before": [], "after": []}
+            cpu = {"before": [], "after": []}
+            wall = {"before": [], "after": []}
             outputs = set()
             for _ in range(args.runs):
                 for which in ("before", "after"):
-                    t, out = cpu_time(getattr(args, which), flags, script, size)
-                    times[which].append(t)
+                    c, w, out = cpu_and_wall(getattr(args, which), flags, script, size)
+                    cpu[which].append(c)
+                    wall[which].append(w)
                     outputs.add(out)
             if len(outputs) != 1:
                 sys.exit("%s %s: the two binaries print different results" % (bench, tier))
-            b, a = statistics.median(times["before"]), statistics.median(times["after"])
-            print("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.2f |" % (
-                bench, tier, b, a, min(times["before"]), min(times["after"]), a / b if b else 0))
+            cells = []
+            for times in (cpu, wall):
+                b, a = statistics.median(times["before"]), statistics.median(times["after"])
+                cells.append("%.3f | %.3f | %.3f | %.3f | %.2f" % (
+                    b, a, min(times["before"]), min(times["after"]), a / b if b else 0))
+            print("| %s | %s | %s |" % (bench, tier, " | ".join(cells)))
             sys.stdout.flush()
 
 

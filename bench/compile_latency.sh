@@ -62,7 +62,7 @@ def parse(path):
     rows = []
     for text in open(path, encoding="utf-8"):
         m = line.match(text.strip())
-        if m and " (OSR @" not in m.group(1):
+        if m and " (OSR)" not in m.group(1):
             rows.append((m.group(1), int(m.group(2))))
     return rows
 

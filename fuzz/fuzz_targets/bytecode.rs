@@ -133,7 +133,7 @@ unsafe extern "C" fn out_of_fuel(vm: *mut Vm<'_>, _func: u32, _base: *mut u64) -
 }
 
 /// As [`out_of_fuel`], in place of an OSR entry.
-unsafe extern "C" fn out_of_fuel_osr(vm: *mut Vm<'_>, _base: *mut u64) -> u32 {
+unsafe extern "C" fn out_of_fuel_osr(vm: *mut Vm<'_>, _base: *mut u64, _pc: u32) -> u32 {
     // SAFETY: as in `out_of_fuel`.
     unsafe { (*vm).fail_depth_exceeded() }
 }

@@ -75,9 +75,13 @@ pub fn entry_signature(call_conv: CallConv) -> Signature {
     )
 }
 
-/// The OSR signature `(vm, base) -> status`.
+/// The OSR signature `(vm, base, pc) -> status`.
 pub fn osr_signature(call_conv: CallConv) -> Signature {
-    signature(call_conv, &[types::I64, types::I64], &[types::I32])
+    signature(
+        call_conv,
+        &[types::I64, types::I64, types::I32],
+        &[types::I32],
+    )
 }
 
 /// The Cranelift type of a Rust type crossing the `extern "C"` boundary

@@ -131,12 +131,8 @@ pub enum Request {
     /// the entry shims of `entered`, in one batch.
     Compile { funcs: Vec<u32>, entered: Vec<u32> },
     /// The native functions of `callees`, then the OSR variant of `func`
-    /// at loop header `pc`.
-    Osr {
-        callees: Vec<u32>,
-        func: u32,
-        pc: u32,
-    },
+    /// (one for all its loop headers).
+    Osr { callees: Vec<u32>, func: u32 },
 }
 
 /// What came of a request, for the tiering policy to apply on the
@@ -147,9 +143,9 @@ pub enum Action {
     State(u32, FnState),
     /// Put this entry (shim or trampoline) into the entry table.
     Entry(u32, EntryFn),
-    /// The OSR variant of (function, header), or `None` if it cannot be
+    /// The OSR variant of a function, or `None` if it cannot be
     /// compiled.
-    Osr(u32, u32, Option<OsrFn>),
+    Osr(u32, Option<OsrFn>),
     /// A line for the VM's diagnostics (warnings, `--jit-stats`).
     Warn(String),
 }
@@ -239,12 +235,12 @@ impl Compiler {
                     out.push(Action::State(f, self.state(f)));
                 }
             }
-            Request::Osr { callees, func, pc } => {
+            Request::Osr { callees, func } => {
                 self.compile_functions(src, callees, &[], out);
                 for &f in callees {
                     out.push(Action::State(f, self.state(f)));
                 }
-                self.compile_osr(src, *func, *pc, out);
+                self.compile_osr(src, *func, out);
                 out.push(Action::State(*func, self.state(*func)));
             }
         }
@@ -366,8 +362,8 @@ impl Compiler {
                     listing,
                 } in finished
                 {
-                    if let Role::Osr { pc } = role {
-                        out.push(Action::Osr(func, pc, osr));
+                    if role == Role::Osr {
+                        out.push(Action::Osr(func, osr));
                     }
                     if let Some(entry) = entry {
                         out.push(Action::Entry(func, entry));
@@ -459,15 +455,15 @@ impl Compiler {
         )));
     }
 
-    /// Compiles the OSR variant of `func` at loop header `pc` (an
-    /// [`Action::Osr`] in any case: `None` if it cannot be compiled).
-    fn compile_osr(&mut self, src: &dyn Source, func: u32, pc: u32, out: &mut Vec<Action>) {
+    /// Compiles the OSR variant of `func` (an [`Action::Osr`] in any case:
+    /// `None` if it cannot be compiled).
+    fn compile_osr(&mut self, src: &dyn Source, func: u32, out: &mut Vec<Action>) {
         if self.over_budget(src, func, out) {
-            out.push(Action::Osr(func, pc, None));
+            out.push(Action::Osr(func, None));
             return;
         }
         let started = Instant::now();
-        let role = Role::Osr { pc };
+        let role = Role::Osr;
         let defined = (self.codegen.declare(src.module(), func, role))
             .and_then(|id| self.define_body(src, func, role, id));
         let before = out.len();
@@ -482,11 +478,11 @@ impl Compiler {
         }
         // Not finished (define or finalize failed): never retried.
         let finished = (out[before..].iter())
-            .any(|a| matches!(*a, Action::Osr(f, p, _) if f == func && p == pc));
+            .any(|a| matches!(*a, Action::Osr(f, _) if f == func));
         if !finished {
-            out.push(Action::Osr(func, pc, None));
+            out.push(Action::Osr(func, None));
         }
-        self.note_time(src, func, &format!(" (OSR @{pc})"), started.elapsed(), out);
+        self.note_time(src, func, " (OSR)", started.elapsed(), out);
     }
 
     fn note_time(

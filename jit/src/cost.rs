@@ -5,8 +5,7 @@
 //! JIT cannot know the future, so it assumes what most tiering JITs assume:
 //! a function that has run `n` events will run about `n` more. Compiling
 //! at event `n` then pays when `n × gain per event ≥ compile time`, so the
-//! threshold is the compile time divided by the gain per event, and grows
-//! with the function's size:
+//! threshold is the compile time divided by the gain per event:
 //!
 //! * **Compile time** is estimated from the size the compile budget
 //!   measures ([`limits::compiled_ops`]: own instructions, block ends
@@ -15,18 +14,23 @@
 //!   large-program benchmarks (`bench/large/`): a 27-unit function with
 //!   a loop compiles in 110-170 µs, a 14-unit leaf in about 60 µs plus
 //!   40 µs for its entry shim.
-//! * **Gain per event**: the interpreter runs a small loop iteration or a
-//!   small call in about 15 ns (`bench/large/` `warm`: 30 M iterations in
-//!   0.45 s), compiled code in 2-3 ns: about 12.5 ns, [`EVENTS_PER_US`]
-//!   events per microsecond of compile.
+//! * **Gain per event** is the work one event stands for
+//!   ([`ops_per_event`]: the bytecode instructions of the shortest loop
+//!   body, whose back-edges are most of a looping function's events, or
+//!   the whole function for one without loops) times [`GAIN_PS_PER_OP`],
+//!   what compiling saves per instruction run.
 //!
-//! A 27-unit function then waits about 10,000 events instead of 1,000: a
-//! function that runs 6,000 (the `warm` shape) stays interpreted and costs
-//! nothing, one that runs millions (every small benchmark) loses a few
-//! tens of microseconds of interpretation. An explicit `--jit-threshold N`
-//! is taken literally (tests rely on exact tier-up points).
+//! Both grow with the code, so what decides is the code per event:
+//! `warm`'s 5-instruction loop in a 27-unit function waits about 16,500
+//! events (it runs 6,000: it stays interpreted and costs nothing);
+//! `nbody`'s `advance`, four times the size but with 16 instructions in
+//! its shortest loop, waits about 16,000, where a single gain of 12.5 ns
+//! for every event, as this model first had, made it wait 30,600 and
+//! interpret for milliseconds of a 20 ms run. An explicit
+//! `--jit-threshold N` is taken literally (tests rely on exact tier-up
+//! points).
 
-use vm::bytecode::Module;
+use vm::bytecode::{Function, Module};
 
 use crate::limits;
 
@@ -37,12 +41,17 @@ pub const COMPILE_US_FIXED: u64 = 30;
 /// Compile time per unit of [`limits::compiled_ops`], in nanoseconds.
 pub const COMPILE_NS_PER_OP: u64 = 3500;
 
-/// Events per microsecond of compile time before compiling pays: the
-/// inverse of the gain per event (about 12.5 ns).
-pub const EVENTS_PER_US: u64 = 80;
+/// What compiled code saves per bytecode instruction run, in picoseconds:
+/// the interpreter runs the six benchmarks at about 2 ns an instruction,
+/// compiled code at a few tenths (`bench/RESULTS.md`, engines table).
+pub const GAIN_PS_PER_OP: u64 = 1500;
 
-/// The largest threshold: a big function with a hot loop gains much more
-/// than 12.5 ns per iteration, so its estimate would wait far too long.
+/// What an interpreted call costs beyond its instructions (frame push and
+/// return), counted as this many instructions for a function without loops.
+pub const CALL_OPS: u64 = 4;
+
+/// The largest threshold: the estimate would make a function that is
+/// expensive to compile wait far too long if its loop is hot.
 pub const MAX_THRESHOLD: u32 = 100_000;
 
 /// Estimated compile time of `func` in microseconds.
@@ -51,37 +60,94 @@ pub fn compile_us(module: &Module, func: u32) -> u64 {
     COMPILE_US_FIXED + ops * COMPILE_NS_PER_OP / 1000
 }
 
+/// The bytecode instructions one event of `f` stands for: the length of
+/// its shortest loop body (from a back-edge's target to the back-edge),
+/// or, without loops, its code plus [`CALL_OPS`] (a call runs it once, or
+/// less of it: an estimate on the generous side, as the shortest body is
+/// on the cautious one).
+pub fn ops_per_event(f: &Function) -> u64 {
+    let shortest_loop = (f.code.iter().enumerate())
+        .flat_map(|(pc, op)| op.targets().map(move |t| (pc, t as usize)))
+        .filter(|&(pc, target)| target <= pc)
+        .map(|(pc, target)| (pc - target + 1) as u64)
+        .min();
+    shortest_loop.unwrap_or(f.code.len() as u64 + CALL_OPS)
+}
+
 /// The threshold of `func`: the events after which its compile pays,
 /// at least `base` (the default `--jit-threshold`) and at most
 /// [`MAX_THRESHOLD`]; `base` for a function over the compile budget,
 /// which is then refused at its first ask, as with a literal threshold.
+// ANCHOR: gain
 pub fn threshold(module: &Module, func: u32, base: u32) -> u32 {
     // Over the compile budget: refused (and said so) at `base`, as before.
     if limits::compiled_ops(module, func) > limits::max_compiled_ops() {
         return base;
     }
-    let events = compile_us(module, func) * EVENTS_PER_US;
+    let gain_ps = ops_per_event(&module.functions[func as usize]) * GAIN_PS_PER_OP;
+    let events = compile_us(module, func) * 1_000_000 / gain_ps;
     (events.min(MAX_THRESHOLD as u64) as u32).max(base)
+}
+// ANCHOR_END: gain
+
+/// How many activations of `func` that start interpreted and enter its
+/// OSR variant after about `events` events (the tiering's re-ask
+/// countdown) it takes before compiling `func` whole pays: each such start
+/// loses `events` × its gain per event. At least 1, at most
+/// [`MAX_THRESHOLD`]. A function whose calls each run one long loop (most
+/// of the work in compiled code already) is then never compiled twice; one
+/// called a million times is, early.
+pub fn whole_after_asks(module: &Module, func: u32, events: u32) -> u32 {
+    let gain_ps = ops_per_event(&module.functions[func as usize]) * GAIN_PS_PER_OP;
+    let asks = compile_us(module, func) * 1_000_000 / (gain_ps * events.max(1) as u64);
+    asks.clamp(1, MAX_THRESHOLD as u64) as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn module(src: &str) -> Module {
+        vm::driver::load("t.toy", src.as_bytes()).expect("compiles")
+    }
+
+    fn find(m: &Module, name: &str) -> u32 {
+        m.functions.iter().position(|f| f.name == name).unwrap() as u32
+    }
+
     #[test]
-    fn bigger_functions_wait_longer_within_bounds() {
-        let src = "fn leaf(x: int) -> int { return x * 3 + 1; }\n\
-            fn looped(a: int) -> int { let s = 0; for i in 0..a { s = (s + i * a) % 1003; } return s; }\n\
-            print(leaf(1) + looped(2));\n";
-        let m = vm::driver::load("t.toy", src.as_bytes()).expect("compiles");
-        let find = |name: &str| m.functions.iter().position(|f| f.name == name).unwrap() as u32;
-        let (leaf, looped) = (find("leaf"), find("looped"));
-        let t_leaf = threshold(&m, leaf, 1000);
-        let t_loop = threshold(&m, looped, 1000);
-        assert!(t_leaf > 1000, "{t_leaf}");
-        assert!(t_loop > t_leaf, "{t_loop} vs {t_leaf}");
-        assert!(t_loop <= MAX_THRESHOLD);
+    fn a_loop_event_is_its_body_and_a_call_the_whole_function() {
+        let m = module(
+            "fn leaf(x: int) -> int { return x * 3 + 1; }\n\
+             fn nested(n: int) -> int { let s = 0; for i in 0..n { s = s + i; for j in 0..n { s = (s + j) % 7; } } return s; }\n\
+             print(leaf(1) + nested(2));\n",
+        );
+        let leaf = &m.functions[find(&m, "leaf") as usize];
+        assert_eq!(ops_per_event(leaf), leaf.code.len() as u64 + CALL_OPS);
+        // The inner loop (`s = (s + j) % 7` and its ForLoop) is shorter
+        // than the outer one, which contains it.
+        let nested = ops_per_event(&m.functions[find(&m, "nested") as usize]);
+        assert!((2..=4).contains(&nested), "{nested}");
+    }
+
+    #[test]
+    fn bigger_loop_bodies_wait_less_within_bounds() {
+        let m = module(
+            "fn small(a: int) -> int { let s = 0; for i in 0..a { s = (s + i * a) % 1003; } return s; }\n\
+             fn big(a: int) -> float { let s = 0.0; let x = 1.5; for i in 0..a { s = s + x * x - x / 3.0 + x * s / 7.0 - s * 0.5 + x; } return s; }\n\
+             print(small(2)); print(big(2));\n",
+        );
+        let (small, big) = (find(&m, "small"), find(&m, "big"));
+        let t_small = threshold(&m, small, 1000);
+        let t_big = threshold(&m, big, 1000);
+        assert!(t_small > t_big, "{t_small} vs {t_big}");
+        assert!(t_big >= 1000 && t_small <= MAX_THRESHOLD, "{t_big} {t_small}");
         // The base is a floor.
-        assert_eq!(threshold(&m, leaf, MAX_THRESHOLD + 5), MAX_THRESHOLD + 5);
+        assert_eq!(threshold(&m, small, MAX_THRESHOLD + 5), MAX_THRESHOLD + 5);
+        // Re-asks of a function with an OSR variant: fewer for the bigger
+        // gain, fewer for a longer interpreted start.
+        let (w_small, w_big) = (whole_after_asks(&m, small, 50), whole_after_asks(&m, big, 50));
+        assert!(w_small > w_big && w_big >= 1, "{w_small} vs {w_big}");
+        assert!(whole_after_asks(&m, small, 500) < w_small);
     }
 }

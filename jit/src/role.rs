@@ -17,12 +17,10 @@ pub enum Role {
     /// The entry shim of a compiled function: entry ABI → native call.
     /// Installed in the entry table.
     EntryShim,
-    /// The OSR variant of a function entering at loop header `pc`; cached
-    /// for the interpreter's back-edges.
-    Osr {
-        /// The loop header (a bytecode index).
-        pc: u32,
-    },
+    /// The OSR variant of a function, entering at the loop header its
+    /// caller names (any back-edge target); cached for the interpreter's
+    /// back-edges.
+    Osr,
     /// The interpreter-entry trampoline of a function still interpreted
     /// (with a profiler: perf then names interpreted time). Installed in
     /// the entry table.
@@ -35,7 +33,7 @@ impl Role {
         match self {
             Role::Native => abi::native_signature(f, call_conv),
             Role::EntryShim | Role::Trampoline => abi::entry_signature(call_conv),
-            Role::Osr { .. } => abi::osr_signature(call_conv),
+            Role::Osr => abi::osr_signature(call_conv),
         }
     }
 }

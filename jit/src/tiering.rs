@@ -15,9 +15,11 @@
 //!   directly, and a shim costs about a third of a small function's
 //!   compile); their countdown is set to ask at their next call through
 //!   the entry table, which builds the shim.
-//! * **At a back-edge** one compile: the OSR variant for the loop header
-//!   (with the warm callees as native functions). The function is compiled
-//!   whole only if it keeps being called afterwards ([`WHOLE_AFTER_ASKS`]).
+//! * **At a back-edge** one compile: the function's OSR variant, which
+//!   enters at any of its loop headers (with the warm callees as native
+//!   functions). The function is compiled whole only if it keeps being
+//!   called afterwards, long enough that the interpreted start of each call
+//!   costs more than the compile ([`Jit::whole_after`]).
 //! * **Threshold 0** compiles every function at start, callees first.
 //! * **Trampolines**: with a profiler sink, every function still
 //!   interpreted gets its interpreter-entry trampoline at start.
@@ -50,9 +52,10 @@ const CALLEE_WARM_SHARE: u32 = 8;
 /// the variant early in its loop.
 const OSR_REASK: u32 = 50;
 
-/// Asks after which a function with an OSR variant is compiled whole: it
-/// is being called again and again, not running one long loop
-/// ([`Jit::osr_reask`]).
+/// Asks after which a function with an OSR variant is compiled whole with
+/// an explicit `--jit-threshold` (the cost model decides otherwise, see
+/// [`Jit::whole_after`]): it is being called again and again, not running
+/// one long loop ([`Jit::osr_reask`]).
 const WHOLE_AFTER_ASKS: u32 = 16;
 
 /// Events after which a function whose code is being compiled in the
@@ -88,8 +91,9 @@ pub struct Jit {
     mode: Mode,
     /// Every function's state, as far as this thread has applied it.
     functions: Vec<FnState>,
-    /// OSR variants by (function, loop header); `None`: cannot compile.
-    osr: HashMap<(u32, u32), Option<OsrFn>>,
+    /// OSR variants by function (one enters at every loop header);
+    /// `None`: cannot compile.
+    osr: HashMap<u32, Option<OsrFn>>,
     /// Each function's threshold (see [`crate::cost`]), set at start.
     thresholds: Vec<u32>,
     /// Per function: times the interpreter asked about it while it had an
@@ -97,8 +101,8 @@ pub struct Jit {
     osr_asks: Vec<u32>,
     /// Background: functions with a request on its way.
     pending: Vec<bool>,
-    /// Background: OSR variants on their way.
-    pending_osr: HashSet<(u32, u32)>,
+    /// Background: functions whose OSR variant is on its way.
+    pending_osr: HashSet<u32>,
     /// Problems met in [`Jit::new`], reported by [`TierUp::start`].
     startup_warnings: Vec<String>,
     /// [`TierUp::finish`] ran.
@@ -245,8 +249,8 @@ impl Jit {
                     Request::Compile { funcs, entered } => {
                         funcs.iter().chain(entered).copied().collect()
                     }
-                    Request::Osr { callees, func, pc } => {
-                        self.pending_osr.insert((*func, *pc));
+                    Request::Osr { callees, func } => {
+                        self.pending_osr.insert(*func);
                         callees.iter().chain([func]).copied().collect()
                     }
                 };
@@ -278,9 +282,9 @@ impl Jit {
                 Action::Entry(f, entry) => unsafe {
                     vm.set_entry(f, entry);
                 },
-                Action::Osr(f, pc, osr) => {
-                    self.pending_osr.remove(&(f, pc));
-                    self.osr.insert((f, pc), osr);
+                Action::Osr(f, osr) => {
+                    self.pending_osr.remove(&f);
+                    self.osr.insert(f, osr);
                     if osr.is_some() {
                         self.osr_asks[f as usize] = self.osr_asks[f as usize].max(1);
                     }
@@ -347,19 +351,31 @@ impl Jit {
     /// The interpreter asked again about `func`, which has an OSR variant
     /// but no native function. A function whose loop got hot in one long
     /// activation is done with OSR; one called again and again reaches
-    /// here at each call: after [`WHOLE_AFTER_ASKS`] asks it is compiled
+    /// here at each call: after [`Jit::whole_after`] asks it is compiled
     /// whole (with its warm callees, as at a call, and its shim if
     /// `entered`). True if the compile was asked for.
     fn osr_reask(&mut self, vm: &mut Vm<'_>, func: u32, entered: bool) -> bool {
         let asks = &mut self.osr_asks[func as usize];
         *asks += 1;
-        if *asks < WHOLE_AFTER_ASKS || self.pending[func as usize] {
+        if *asks < self.whole_after(vm, func) || self.pending[func as usize] {
             return false;
         }
         let funcs = self.hot_batch(vm, func);
         let entered = if entered { vec![func] } else { Vec::new() };
         self.run(vm, Request::Compile { funcs, entered });
         true
+    }
+
+    /// Asks after which `func`, which has an OSR variant, is compiled
+    /// whole: each ask is an activation that started interpreted and ran
+    /// about [`OSR_REASK`] events before it entered the variant, so the
+    /// whole compile pays after [`cost::whole_after_asks`] of them (with the
+    /// cost model), or after [`WHOLE_AFTER_ASKS`] (an explicit threshold).
+    fn whole_after(&self, vm: &Vm<'_>, func: u32) -> u32 {
+        match self.options.cost_model {
+            true => cost::whole_after_asks(vm.module(), func, OSR_REASK),
+            false => WHOLE_AFTER_ASKS,
+        }
     }
 
     /// True if `func` has an OSR variant that compiled (counted as its
@@ -511,12 +527,12 @@ unsafe impl TierUp for Jit {
     }
 
     // ANCHOR: hot_loop
-    fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, pc: u32) -> LoopDecision {
+    fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, _header: u32) -> LoopDecision {
         if self.options.threshold.is_none() {
             return LoopDecision::Interpret(Countdown::Never);
         }
         self.drain(vm);
-        if self.pending_osr.contains(&(func, pc)) || self.pending[func as usize] {
+        if self.pending_osr.contains(&func) || self.pending[func as usize] {
             return LoopDecision::Interpret(Countdown::After(POLL));
         }
         // One compile: the OSR variant (with the warm callees it calls, as
@@ -525,7 +541,7 @@ unsafe impl TierUp for Jit {
         if self.over_budget(vm, func) {
             return LoopDecision::Interpret(Countdown::Never);
         }
-        let cached = self.osr.contains_key(&(func, pc));
+        let cached = self.osr.contains_key(&func);
         match self.state(func) {
             FnState::Interpreted if cached => {
                 if self.has_osr(func) {
@@ -542,15 +558,15 @@ unsafe impl TierUp for Jit {
                     callees = self.hot_batch(vm, func);
                     callees.retain(|&f| f != func);
                 }
-                self.run(vm, Request::Osr { callees, func, pc });
+                self.run(vm, Request::Osr { callees, func });
             }
         }
         if let Some(poll) = self.poll()
-            && (self.pending_osr.contains(&(func, pc)) || self.pending[func as usize])
+            && (self.pending_osr.contains(&func) || self.pending[func as usize])
         {
             return LoopDecision::Interpret(poll);
         }
-        let osr = self.osr.get(&(func, pc)).copied().flatten();
+        let osr = self.osr.get(&func).copied().flatten();
         match (osr, self.state(func)) {
             // Later activations start interpreted and enter the variant
             // at this back-edge, soon.

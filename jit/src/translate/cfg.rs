@@ -6,12 +6,15 @@ use super::*;
 /// Per leader instruction, the number of control-flow edges into its block
 /// that translating `code` can emit: one per jump naming it, one for falling
 /// through from the instruction before it (which also ends a block when it
-/// is a conditional jump), and one from the entry for `start`. Edges from
-/// unreachable instructions are counted too, so counts never fall short.
-pub fn incoming_edges(code: &[Op], start: usize) -> HashMap<usize, u32> {
+/// is a conditional jump), and one from the entry for each of `starts`.
+/// Edges from unreachable instructions are counted too, so counts never
+/// fall short.
+pub fn incoming_edges(code: &[Op], starts: &[usize]) -> HashMap<usize, u32> {
     let leaders = leaders(code);
     let mut incoming: HashMap<usize, u32> = leaders.iter().map(|&pc| (pc, 0)).collect();
-    *incoming.entry(start).or_default() += 1;
+    for &start in starts {
+        *incoming.entry(start).or_default() += 1;
+    }
     for (pc, op) in code.iter().enumerate() {
         for t in op.targets() {
             *incoming.entry(t as usize).or_default() += 1;
@@ -23,6 +26,20 @@ pub fn incoming_edges(code: &[Op], start: usize) -> HashMap<usize, u32> {
         }
     }
     incoming
+}
+
+/// The loop headers of `code`: the targets of its back-edges (jumps to an
+/// instruction at or before their own), where the interpreter asks about
+/// OSR; sorted, each once.
+pub fn loop_headers(code: &[Op]) -> Vec<usize> {
+    let mut headers: Vec<usize> = (code.iter().enumerate())
+        .flat_map(|(pc, op)| op.targets().map(move |t| (pc, t as usize)))
+        .filter(|&(pc, target)| target <= pc)
+        .map(|(_, target)| target)
+        .collect();
+    headers.sort_unstable();
+    headers.dedup();
+    headers
 }
 
 /// The instructions that start a basic block: the first, every jump target,
@@ -73,7 +90,7 @@ mod tests {
 
     #[test]
     fn edges_count_jumps_fall_throughs_and_the_entry() {
-        let edges = incoming_edges(&code(), 0);
+        let edges = incoming_edges(&code(), &[0]);
         let count = |pc: usize| edges.get(&pc).copied();
         assert_eq!(count(0), Some(1), "the entry");
         assert_eq!(count(1), Some(2), "fall-through from 0 and the back-edge");
@@ -86,6 +103,19 @@ mod tests {
         );
         assert_eq!(count(6), Some(0), "nothing reaches the trailing return");
         // An OSR entry at the loop header adds one edge there.
-        assert_eq!(incoming_edges(&code(), 1).get(&1).copied(), Some(3));
+        assert_eq!(incoming_edges(&code(), &[1]).get(&1).copied(), Some(3));
+    }
+
+    #[test]
+    fn loop_headers_are_back_edge_targets() {
+        // `ForLoop` at 1 jumps back to itself; the jumps to 5 go forward.
+        assert_eq!(loop_headers(&code()), [1]);
+        let two_loops = vec![
+            Op::Jmp { target: 0 },
+            Op::JmpIf { a: 0, target: 1 },
+            Op::JmpIf { a: 0, target: 0 },
+            Op::ReturnVoid,
+        ];
+        assert_eq!(loop_headers(&two_loops), [0, 1]);
     }
 }

@@ -125,7 +125,7 @@ impl Translator<'_, '_> {
         b.switch_to_block(exit);
         let one = b.ins().iconst(types::I32, 1);
         match self.role {
-            Role::Osr { .. } => {
+            Role::Osr => {
                 b.ins().return_(&[one]);
             }
             _ => {

@@ -97,7 +97,7 @@ impl Translator<'_, '_> {
     pub(super) fn return_value(&mut self, b: &mut FunctionBuilder<'_>, value: Option<Value>) {
         let ok = b.ins().iconst(types::I32, 0);
         match self.role {
-            Role::Osr { .. } => {
+            Role::Osr => {
                 if let Some(v) = value {
                     b.ins().store(flags(), v, self.base, 0);
                 }

@@ -18,10 +18,12 @@
 //! much as the rest of a small function): whoever receives that status
 //! records the error, the calling compiled code or the entry shim.
 //!
-//! The **OSR variant** `(vm, base) -> status` of a loop header continues an
-//! interpreted activation: its entry block loads every typed register from
-//! the frame and jumps to the header; the interpreter owns depth and frame
-//! record, and the result goes to `base[0]` as for an entry.
+//! The **OSR variant** `(vm, base, pc) -> status` of a function continues an
+//! interpreted activation at loop header `pc`: its entry block loads every
+//! typed register from the frame and switches on `pc` to the header's
+//! block (one variant for all the function's loops); the interpreter owns
+//! depth and frame record, and the result goes to `base[0]` as for an
+//! entry.
 //!
 //! # Registers
 //!
@@ -73,10 +75,10 @@ use std::collections::HashMap;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    self, Block, BlockArg, FuncRef, InstBuilder, MemFlagsData, SourceLoc, Value, types,
+    self, Block, BlockArg, FuncRef, InstBuilder, MemFlagsData, SourceLoc, TrapCode, Value, types,
 };
 use cranelift_codegen::isa::CallConv;
-use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
 use vm::abi::offsets;
@@ -92,7 +94,7 @@ use crate::role::Role;
 pub use inline::is_inlinable_leaf;
 
 use analysis::written_registers;
-use cfg::{incoming_edges, leaders};
+use cfg::{incoming_edges, leaders, loop_headers};
 use errors::ErrorBlocks;
 use registers::Slot;
 
@@ -195,6 +197,10 @@ const _: () = assert!(size_of::<vm::abi::FrameRecord>() == 1 << 4);
 const _: () = assert!(std::mem::offset_of!(vm::abi::FrameRecord, base) == 0);
 const _: () = assert!(std::mem::offset_of!(vm::abi::FrameRecord, func) == 8);
 
+/// The trap of an OSR variant called with a `pc` that is no loop header
+/// (see `Translator::osr_dispatch`).
+const BAD_OSR_PC: TrapCode = TrapCode::unwrap_user(1);
+
 /// Byte offset of register `r` in a frame.
 fn slot_offset(r: usize) -> i32 {
     (r * 8) as i32
@@ -248,26 +254,30 @@ impl Translator<'_, '_> {
         let params = b.block_params(entry).to_vec();
         self.vm = params[0];
         self.base = params[1];
-        let start = match self.role {
-            Role::Osr { pc } => {
-                self.load_all_registers(b);
-                pc as usize
-            }
-            _ => {
-                self.prologue(b, &params[2..]);
-                0
-            }
+        let starts = match self.role {
+            Role::Osr => loop_headers(&f.code),
+            _ => vec![0],
         };
-        self.incoming = incoming_edges(&f.code, start);
+        self.incoming = incoming_edges(&f.code, &starts);
         // Leaders nothing jumps to (the `ReturnVoid` the compiler appends
         // after a final `return`): not translated at all.
         let unreachable: Vec<usize> = (self.incoming.iter())
             .filter(|&(_, &n)| n == 0)
             .map(|(&pc, _)| pc)
             .collect();
-        let first = self.blocks[&start];
-        b.ins().jump(first, &[]);
-        self.edge_emitted(b, start);
+        match self.role {
+            Role::Osr => {
+                self.load_all_registers(b);
+                self.osr_dispatch(b, params[2], &starts);
+            }
+            _ => {
+                self.prologue(b, &params[2..]);
+                b.ins().jump(self.blocks[&0], &[]);
+            }
+        }
+        for &start in &starts {
+            self.edge_emitted(b, start);
+        }
 
         let mut terminated = true;
         for pc in 0..f.code.len() {
@@ -294,6 +304,27 @@ impl Translator<'_, '_> {
         // edges was an overestimate (edges from unreachable code).
         b.seal_all_blocks();
     }
+
+    // ANCHOR: osr_dispatch
+    /// The OSR variant's entry, after the registers are loaded: continue at
+    /// the loop header `pc` names. One variant serves every loop of the
+    /// function, so a function whose loops get hot one after another (or
+    /// whose later activations tier up in another loop) compiles once. A
+    /// `pc` that is no header breaks the [`vm::abi::OsrFn`] contract: the
+    /// default traps rather than run from a wrong place.
+    fn osr_dispatch(&mut self, b: &mut FunctionBuilder<'_>, pc: Value, headers: &[usize]) {
+        let mut switch = Switch::new();
+        for &header in headers {
+            switch.set_entry(header as u128, self.blocks[&header]);
+        }
+        let bad_pc = b.create_block();
+        switch.emit(b, pc, bad_pc);
+        b.seal_block(bad_pc);
+        b.switch_to_block(bad_pc);
+        b.set_cold_block(bad_pc);
+        b.ins().trap(BAD_OSR_PC);
+    }
+    // ANCHOR_END: osr_dispatch
 
     /// Counts one more emitted edge into the block of leader `pc`, and
     /// seals that block once all its edges are there: the SSA builder then

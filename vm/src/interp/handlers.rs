@@ -192,7 +192,7 @@ unsafe fn loop_tier_up<const LINES: bool>(
     // boundary (the OSR contract); `to` is the verified `target`.
     unsafe {
         match tier::hot_loop(cx.vm, cx.func, target) {
-            Some(osr) => osr(cx.vm, regs.0),
+            Some(osr) => osr(cx.vm, regs.0, target),
             None => next::<LINES>(regs, to, cx),
         }
     }

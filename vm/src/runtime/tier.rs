@@ -12,21 +12,23 @@
 //! * At a **call** ([`TierUp::hot_call`]) the JIT may compile the function
 //!   and return its new entry, which the interpreter calls at once.
 //! * At a **back-edge** ([`TierUp::hot_loop`]) the JIT may return an
-//!   on-stack-replacement entry ([`OsrFn`]) for the loop header: the
-//!   interpreter calls it with the current frame and returns what it returns,
-//!   so a long loop in a function called once still runs compiled.
+//!   on-stack-replacement entry ([`OsrFn`]) of the function: the
+//!   interpreter calls it with the current frame and the loop header, and
+//!   returns what it returns, so a long loop in a function called once
+//!   still runs compiled.
 
 use std::ptr::NonNull;
 
 use super::{EntryFn, Vm};
 
 /// An on-stack-replacement entry: continues the active interpreted frame of
-/// its function at a loop header, in compiled code. `base` is the frame's
-/// register 0; every register holds the interpreter's current value. The
-/// frame record and depth were set up by the interpreter, which also undoes
-/// them; the function returns a status like an [`EntryFn`] (result in
-/// `base[0]`).
-pub type OsrFn = unsafe extern "C" fn(vm: *mut Vm<'_>, base: *mut u64) -> u32;
+/// its function at loop header `pc` (the target of a back-edge), in
+/// compiled code. One entry serves every loop of its function. `base` is
+/// the frame's register 0; every register holds the interpreter's current
+/// value. The frame record and depth were set up by the interpreter, which
+/// also undoes them; the function returns a status like an [`EntryFn`]
+/// (result in `base[0]`).
+pub type OsrFn = unsafe extern "C" fn(vm: *mut Vm<'_>, base: *mut u64, pc: u32) -> u32;
 
 /// When the interpreter next asks the [`TierUp`] hook about a function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +80,7 @@ pub enum LoopDecision {
 /// # Safety
 /// An OSR entry returned by [`TierUp::hot_loop`] must continue the active
 /// interpreted frame of `func` at `pc` as [`OsrFn`] describes (the
-/// interpreter calls it at once).
+/// interpreter calls it at once, with that `pc`).
 pub unsafe trait TierUp {
     /// The countdown every function starts with.
     fn initial_countdown(&self) -> Countdown;
