@@ -6,7 +6,7 @@ Usage (from anywhere):  bench/large/run.py [--runs N] [--toyvm PATH] [--shapes a
 
 For each program (the generated shapes of gen.py, plus calc.toy) and each tier
 (interpreter `--no-jit`, default tier-up, eager `--jit-threshold 0`) it runs the program
-N times (default 3) and prints one Markdown table: the median wall time, the median CPU
+N times (default 3) and prints one Markdown table: the median and the minimum wall time, the median CPU
 time (user + sys), the peak RSS (max over runs), the number of compilations and their
 total time as `--jit-stats` reports them, and the default tier's wall time as a multiple
 of the faster of the other two (the target is at most 1.10). Every run's stdout must equal
@@ -15,7 +15,9 @@ the interpreter's, or the script stops with an error.
 `--extra NAME=PATH` adds another toyvm binary as more columns of tiers (e.g. the binary
 of main before a change), so before/after comparisons come from one run on one machine.
 
-Peak RSS comes from GNU time (`/usr/bin/time -f %M`); wall and CPU from the same report.
+Peak RSS and CPU come from GNU time (`/usr/bin/time -f %M`); wall time is measured here
+to the microsecond (GNU time's has 10 ms steps). Each round runs every binary and tier once,
+so a change of the machine's speed hits them alike; the table gives medians and minima.
 Run it on a quiet machine (`uptime`); 2-3 runs are enough to see 10% effects here.
 """
 import argparse
@@ -25,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -35,13 +38,15 @@ STATS = re.compile(r"^jit-stats: .*: (\d+) us$", re.M)
 def run_once(toyvm, flags, script):
     """One run: (stdout, wall s, cpu s, peak KiB, compiles, compile ms)."""
     with tempfile.NamedTemporaryFile("r") as report:
-        cmd = ["/usr/bin/time", "-f", "%e %U %S %M", "-o", report.name,
+        cmd = ["/usr/bin/time", "-f", "%U %S %M", "-o", report.name,
                toyvm, "run", "--jit-stats"] + flags + [script]
+        started = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        fields = report.read().split()[-4:]
+        wall = time.perf_counter() - started
+        fields = report.read().split()[-3:]
     if proc.returncode != 0:
         sys.exit("%s: exit %d\n%s" % (" ".join(cmd[5:]), proc.returncode, proc.stderr[-2000:]))
-    wall, user, sys_, rss = float(fields[0]), float(fields[1]), float(fields[2]), int(fields[3])
+    user, sys_, rss = float(fields[0]), float(fields[1]), int(fields[2])
     times = [int(us) for us in STATS.findall(proc.stderr)]
     return proc.stdout, wall, user + sys_, rss, len(times), sum(times) / 1000.0
 
@@ -68,30 +73,39 @@ def main():
                     f.write(gen.SHAPES[shape]())
                 scripts.append((shape, path))
 
-        print("| program | binary | tier | wall s | CPU s | peak RSS MiB | compiles | compile ms | default / best other |")
-        print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+        print("| program | binary | tier | wall s | wall min s | CPU s | peak RSS MiB | compiles "
+              "| compile ms | default / best other (medians; minima) |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for name, script in scripts:
-            expected = None
-            for label, toyvm in binaries:
-                walls = {}
-                for tier, flags in TIERS:
-                    results = [run_once(toyvm, flags, script) for _ in range(args.runs)]
-                    for out, *_ in results:
-                        if expected is None:
-                            expected = out
-                        elif out != expected:
-                            sys.exit("%s %s %s: output differs from the interpreter" % (name, label, tier))
-                    wall = statistics.median(r[1] for r in results)
-                    cpu = statistics.median(r[2] for r in results)
-                    rss = max(r[3] for r in results) / 1024.0
-                    compiles = results[0][4]
-                    compile_ms = statistics.median(r[5] for r in results)
-                    walls[tier] = wall
+            # Every binary and tier once per round, so that a change of the
+            # machine's speed during the run hits them all alike.
+            results = {}
+            for _ in range(args.runs):
+                for label, toyvm in binaries:
+                    for tier, flags in TIERS:
+                        results.setdefault((label, tier), []).append(run_once(toyvm, flags, script))
+            expected = results[(binaries[0][0], "interp")][0][0]
+            for (label, tier), rs in results.items():
+                if any(out != expected for out, *_ in rs):
+                    sys.exit("%s %s %s: output differs from the interpreter" % (name, label, tier))
+            for label, _ in binaries:
+                walls, mins = {}, {}
+                for tier, _ in TIERS:
+                    rs = results[(label, tier)]
+                    wall = statistics.median(r[1] for r in rs)
+                    cpu = statistics.median(r[2] for r in rs)
+                    rss = max(r[3] for r in rs) / 1024.0
+                    compiles = rs[0][4]
+                    compile_ms = statistics.median(r[5] for r in rs)
+                    walls[tier], mins[tier] = wall, min(r[1] for r in rs)
                     ratio = ""
                     if tier == "eager":
-                        ratio = "%.2f" % (walls["default"] / min(walls["interp"], walls["eager"]))
-                    print("| %s | %s | %s | %.3f | %.3f | %.1f | %d | %.1f | %s |" % (
-                        name, label or "this", tier, wall, cpu, rss, compiles, compile_ms, ratio))
+                        ratio = "%.2f; %.2f" % (
+                            walls["default"] / min(walls["interp"], walls["eager"]),
+                            mins["default"] / min(mins["interp"], mins["eager"]))
+                    print("| %s | %s | %s | %.3f | %.3f | %.3f | %.1f | %d | %.1f | %s |" % (
+                        name, label or "this", tier, wall, mins[tier], cpu, rss, compiles,
+                        compile_ms, ratio))
                     sys.stdout.flush()
 
 

@@ -15,10 +15,10 @@
 //!   a loop compiles in 110-170 µs, a 14-unit leaf in about 60 µs plus
 //!   40 µs for its entry shim.
 //! * **Gain per event** is the work one event stands for
-//!   ([`ops_per_event`]: the bytecode instructions of the shortest loop
-//!   body, whose back-edges are most of a looping function's events, or
-//!   the whole function for one without loops) times [`GAIN_PS_PER_OP`],
-//!   what compiling saves per instruction run.
+//!   ([`ops_per_event`]: the mean bytecode instructions of the innermost
+//!   loop bodies, whose back-edges are most of a looping function's
+//!   events, or the whole function for one without loops) times
+//!   [`GAIN_PS_PER_OP`], what compiling saves per instruction run.
 //!
 //! Both grow with the code, so what decides is the code per event:
 //! `warm`'s 5-instruction loop in a 27-unit function waits about 16,500
@@ -60,18 +60,26 @@ pub fn compile_us(module: &Module, func: u32) -> u64 {
     COMPILE_US_FIXED + ops * COMPILE_NS_PER_OP / 1000
 }
 
-/// The bytecode instructions one event of `f` stands for: the length of
-/// its shortest loop body (from a back-edge's target to the back-edge),
-/// or, without loops, its code plus [`CALL_OPS`] (a call runs it once, or
-/// less of it: an estimate on the generous side, as the shortest body is
-/// on the cautious one).
+/// The bytecode instructions one event of `f` stands for: the mean length
+/// of its innermost loop bodies (from a back-edge's target to the
+/// back-edge, containing no other back-edge), whose back-edges are most of
+/// a looping function's events; or, without loops, its code plus
+/// [`CALL_OPS`] (a call runs it once, or less of it).
 pub fn ops_per_event(f: &Function) -> u64 {
-    let shortest_loop = (f.code.iter().enumerate())
-        .flat_map(|(pc, op)| op.targets().map(move |t| (pc, t as usize)))
-        .filter(|&(pc, target)| target <= pc)
-        .map(|(pc, target)| (pc - target + 1) as u64)
-        .min();
-    shortest_loop.unwrap_or(f.code.len() as u64 + CALL_OPS)
+    let loops: Vec<(usize, usize)> = (f.code.iter().enumerate())
+        .flat_map(|(pc, op)| op.targets().map(move |t| (t as usize, pc)))
+        .filter(|&(target, pc)| target <= pc)
+        .collect();
+    let innermost: Vec<u64> = (loops.iter())
+        .filter(|&&(start, end)| {
+            !(loops.iter()).any(|&(s, e)| (s, e) != (start, end) && start <= s && e <= end)
+        })
+        .map(|&(start, end)| (end - start + 1) as u64)
+        .collect();
+    match innermost.len() as u64 {
+        0 => f.code.len() as u64 + CALL_OPS,
+        n => innermost.iter().sum::<u64>() / n,
+    }
 }
 
 /// The threshold of `func`: the events after which its compile pays,
