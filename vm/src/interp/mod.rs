@@ -59,20 +59,50 @@ pub use slow::run_slow_op;
 /// least that function's `frame_size` slots inside the VM's value stack,
 /// with the arguments in place.
 pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
-    // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
-    // frame record inside its region.
+    // SAFETY: the caller's contract.
     unsafe {
         let rt = (*vm).funcs.as_mut_ptr().add(func as usize);
         (*rt).hotness -= 1;
-        if (*rt).hotness < 0
-            && let Some(entry) = tier::hot_call(vm, func)
-        {
-            return entry(vm, func, base);
+        if (*rt).hotness < 0 {
+            return hot_entry(vm, func, base);
         }
+        activate(vm, func, base)
+    }
+}
+
+/// `func`'s countdown ran out at this call: asks the tier-up hook, and
+/// calls the entry it installed or runs the call interpreted. Out of line,
+/// so that `interp_entry` keeps nothing but the VM and the depth across
+/// its one call (each value kept is a callee-saved register pushed and
+/// popped on every interpreted call).
+///
+/// # Safety
+/// As for [`interp_entry`].
+#[cold]
+#[inline(never)]
+unsafe fn hot_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+    // SAFETY: the caller's contract; a new entry follows the ABI.
+    unsafe {
+        match tier::hot_call(vm, func) {
+            Some(entry) => entry(vm, func, base),
+            None => activate(vm, func, base),
+        }
+    }
+}
+
+/// Runs one activation of `func` at `base`: checks the depth, writes the
+/// frame record, runs the handlers, restores the depth.
+///
+/// # Safety
+/// As for [`interp_entry`].
+#[inline(always)]
+unsafe fn activate(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
+    // SAFETY: the caller's contract; `depth + 1 <= max_depth` keeps the
+    // frame record inside its region.
+    unsafe {
         let depth = (*vm).depth + 1;
         if depth > (*vm).max_depth {
-            (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth));
-            return STATUS_ERROR;
+            return too_deep(vm);
         }
         // The record before the depth that covers it: the vmprof sampler
         // reads these records from a signal handler (see `crate::vmprof`).
@@ -83,6 +113,20 @@ pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64
         (*vm).depth = depth - 1;
         status
     }
+}
+
+/// Fails a call one frame deeper than `max_depth`. Out of line (dropping
+/// the previous error is not small), and the status goes through
+/// `black_box` so that the call to it stays a jump (see `handlers::raise`).
+///
+/// # Safety
+/// `vm` is valid and not borrowed.
+#[cold]
+#[inline(never)]
+unsafe fn too_deep(vm: *mut Vm<'_>) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe { (*vm).error = Some(RuntimeError::DepthExceeded((*vm).max_depth)) };
+    std::hint::black_box(STATUS_ERROR)
 }
 
 // ANCHOR_END: interp_entry
