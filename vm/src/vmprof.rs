@@ -30,8 +30,9 @@
 //! **Lines** ([`VmprofOptions::lines`], `--vmprof-lines`): every frame of
 //! every sample also gets the line it is executing. Each record's
 //! [`FrameRecord::pc`] holds a bytecode index, mapped to a line through
-//! each function's spans ([`FrameLines`]): the interpreter stores it before
-//! every instruction (a second copy of its loop, chosen at entry), compiled
+//! each function's spans ([`FrameLines`]): the interpreter stores it at
+//! every instruction that starts a line (its handlers dispatch through a
+//! per-function table, see `interp::handlers::line_dispatch`), compiled
 //! code before every call; the innermost compiled frame's line comes from
 //! the interrupted program counter and the line tables the JIT publishes
 //! (`perfsupport::vmprof::code_lines`). Without lines every tier runs the
@@ -160,7 +161,9 @@ impl Session {
         let view = unsafe { install_frame_view(view) };
         // ANCHOR_END: frame_view
         vm.vmprof_inlined_frames = options.inlined_frames;
-        vm.vmprof_lines = options.lines;
+        if options.lines {
+            vm.record_lines();
+        }
         vm.vmprof_main = main_code;
         Ok(Session {
             finished: false,

@@ -24,7 +24,7 @@
 
 use std::hint::unreachable_unchecked;
 
-use crate::bytecode::{Op, Reg};
+use crate::bytecode::{Function, Op, Reg};
 use crate::runtime::heap::{arr_mut, str_ref};
 use crate::runtime::{RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, tier};
 
@@ -32,7 +32,7 @@ use super::slow::slow_op;
 
 /// What the handlers of one activation (one interpreted call) share,
 /// set up once by `run` on its stack.
-pub(super) struct Activation<'v> {
+pub(crate) struct Activation<'v> {
     /// The VM.
     pub(super) vm: *mut Vm<'v>,
     /// The function running.
@@ -44,8 +44,13 @@ pub(super) struct Activation<'v> {
     /// Its tier-up countdown (`FnRuntime::hotness`).
     pub(super) hotness: *mut i32,
     /// Its frame record's `pc`, which the handlers of a vmprof session
-    /// recording lines keep current ([`next`]).
+    /// recording lines keep on the current line ([`line_dispatch`]).
     pub(super) record_pc: *mut u32,
+    /// Lines mode: the address of the function's [`line_dispatch`] table
+    /// minus the address of its code, so that the table entry of the
+    /// instruction at `ip` is at `ip + lines_delta` (both have 8-byte
+    /// entries).
+    pub(super) lines_delta: isize,
 }
 
 /// The frame's registers: register `r` is the 64-bit slot `r` of the
@@ -53,7 +58,7 @@ pub(super) struct Activation<'v> {
 /// close to the instruction table's doc lines.
 #[derive(Clone, Copy)]
 #[repr(transparent)]
-pub(super) struct Regs(*mut u64);
+pub(crate) struct Regs(*mut u64);
 
 impl Regs {
     /// Register `r`'s raw bits.
@@ -107,7 +112,10 @@ impl Regs {
 /// The type of every handler: the frame, the handler's own instruction,
 /// the activation. Returns the activation's status ([`STATUS_OK`] or
 /// [`STATUS_ERROR`]) once a `Return` or an error ends it.
-type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
+pub(crate) type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
+
+// A line-dispatch table has one entry per instruction, at the same offset.
+const _: () = assert!(size_of::<Handler>() == size_of::<Op>());
 
 /// Runs the activation `cx` from instruction 0 in the frame `regs`, with
 /// the handlers that record lines if `LINES` (see [`next`]).
@@ -125,26 +133,29 @@ pub(super) unsafe fn start<const LINES: bool>(regs: *mut u64, cx: &Activation<'_
 /// Continues with the instruction at `ip`: one load of its opcode, one of
 /// its handler, and a call in tail position that LLVM emits as `jmp`.
 ///
-/// `LINES` (a vmprof session recording lines, `Vm::vmprof_lines`): every
-/// handler has a second copy that first stores the index of the
-/// instruction it continues with in the frame's record
-/// (`FrameRecord::pc`), where the sampler's signal handler reads the line
-/// each frame is executing. Without lines the handlers are exactly what
-/// they were.
+/// `LINES` (a vmprof session recording lines, `Vm::vmprof_lines`): the
+/// handler comes from the function's own [`line_dispatch`] table instead,
+/// one entry per instruction, at `ip + lines_delta`: as cheap as the
+/// opcode table (two loads), and it lets each instruction have the
+/// handler it needs: the instructions where a new line starts get the copy
+/// that first stores their index in the frame record
+/// ([`line_start`]), the others a copy that stores nothing. Without lines
+/// the handlers are exactly what they were.
 #[inline(always)]
 unsafe fn next<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
     // SAFETY: `ip` is an instruction of the verified code, and
-    // `opcode() < Op::COUNT`, the tables' length; `record_pc` is the
-    // innermost record's (set by `run` in lines mode).
+    // `opcode() < Op::COUNT`, the table's length. In lines mode `run` set
+    // `lines_delta` to the distance from the code to its line-dispatch
+    // table, which has an entry for every instruction and whose address
+    // was exposed when it was built (`line_dispatch`), so the address
+    // computed from `ip` is that entry's, with the table's provenance.
     unsafe {
-        // ANCHOR: lines_store
-        if LINES {
-            // Volatile: nothing here reads it, the signal handler does.
-            cx.record_pc.write_volatile(ip.offset_from(cx.code) as u32);
-        }
-        // ANCHOR_END: lines_store
-        let table = if LINES { &HANDLERS_LINES } else { &HANDLERS };
-        let handler = *table.get_unchecked((*ip).opcode() as usize);
+        let handler = if LINES {
+            let entry = ip.addr().wrapping_add_signed(cx.lines_delta);
+            *std::ptr::with_exposed_provenance::<Handler>(entry)
+        } else {
+            *HANDLERS.get_unchecked((*ip).opcode() as usize)
+        };
         handler(regs, ip, cx)
     }
 }
@@ -261,6 +272,19 @@ unsafe fn call_failed(cx: &Activation<'_>, ip: *const Op) -> u32 {
     std::hint::black_box(STATUS_ERROR)
 }
 
+// ANCHOR: lines_store
+/// The instruction at `ip` starts a line (see [`line_dispatch`]): stores
+/// its index in the frame record, where the sampler's signal handler reads
+/// the line the frame is executing.
+#[inline(always)]
+unsafe fn line_start(ip: *const Op, cx: &Activation<'_>) {
+    // SAFETY: `record_pc` is this activation's record's (set by `run` in
+    // lines mode); `ip` is in the code of `cx.func`. Volatile: nothing here
+    // reads it, the signal handler does.
+    unsafe { cx.record_pc.write_volatile(ip.offset_from(cx.code) as u32) }
+}
+// ANCHOR_END: lines_store
+
 /// Defines one handler per row: `Name { fields } => body`. The row's
 /// fields are bound from the instruction; after the body the handler
 /// continues with the next instruction (a body that jumps or returns
@@ -271,7 +295,7 @@ macro_rules! handlers {
      $( $name:ident $({ $($field:ident),* })? => $body:expr ),* $(,)?) => {
         $(
             #[allow(non_snake_case, unreachable_code, unused_variables, clippy::neg_cmp_op_on_partial_ord)]
-            unsafe fn $name<const LINES: bool>(
+            unsafe fn $name<const LINES: bool, const STORE: bool>(
                 $regs: Regs,
                 $ip: *const Op,
                 $cx: &Activation<'_>,
@@ -279,6 +303,9 @@ macro_rules! handlers {
                 // SAFETY: see the module docs; `ip` holds an `Op::$name`
                 // (the table sent us here by its opcode).
                 unsafe {
+                    if STORE {
+                        line_start($ip, $cx);
+                    }
                     let Op::$name $({ $($field),* })? = *$ip else { unreachable_unchecked() };
                     $body;
                     next::<LINES>($regs, $ip.add(1), $cx)
@@ -442,10 +469,17 @@ handlers! { |regs, ip, cx|
 /// The handler of every `slow` instruction: runs it out of line
 /// ([`slow_op`]), then continues.
 #[inline(always)]
-unsafe fn slow<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+unsafe fn slow<const LINES: bool, const STORE: bool>(
+    regs: Regs,
+    ip: *const Op,
+    cx: &Activation<'_>,
+) -> u32 {
     // SAFETY: see the module docs; `slow_op` takes the index of the next
     // instruction.
     unsafe {
+        if STORE {
+            line_start(ip, cx);
+        }
         let pc = ip.offset_from(cx.code) as usize;
         if slow_op(cx.vm, cx.func, regs.0, *ip, pc + 1) != STATUS_OK {
             return STATUS_ERROR;
@@ -454,27 +488,106 @@ unsafe fn slow<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>
     }
 }
 
-/// The handler table, in opcode order, from the instruction table's names:
-/// one handler above per inline row (a missing one does not compile) and
-/// one [`slow`] wrapper per slow row.
+/// The handler tables, in opcode order, from the instruction table's
+/// names: one handler above per inline row (a missing one does not
+/// compile) and one [`slow`] wrapper per slow row.
 macro_rules! handler_table {
     ([$($name:ident)*] [$($slow:ident)*]) => {
         $(
             #[allow(non_snake_case)]
-            unsafe fn $slow<const LINES: bool>(
+            unsafe fn $slow<const LINES: bool, const STORE: bool>(
                 regs: Regs,
                 ip: *const Op,
                 cx: &Activation<'_>,
             ) -> u32 {
                 // SAFETY: as for every handler.
-                unsafe { slow::<LINES>(regs, ip, cx) }
+                unsafe { slow::<LINES, STORE>(regs, ip, cx) }
             }
         )*
 
         /// Every instruction's handler, indexed by [`Op::opcode`].
-        static HANDLERS: [Handler; Op::COUNT] = [$($name::<false>),*];
-        /// The same handlers, recording lines for vmprof (see [`next`]).
-        static HANDLERS_LINES: [Handler; Op::COUNT] = [$($name::<true>),*];
+        static HANDLERS: [Handler; Op::COUNT] = [$($name::<false, false>),*];
+        /// Lines mode, an instruction in the middle of a line.
+        static LINE_HANDLERS: [Handler; Op::COUNT] = [$($name::<true, false>),*];
+        /// Lines mode, an instruction that starts a line.
+        static LINE_START_HANDLERS: [Handler; Op::COUNT] = [$($name::<true, true>),*];
     };
 }
 with_instruction_names!(handler_table);
+
+// ANCHOR: line_dispatch
+/// The line-dispatch table of `f` for vmprof lines mode: per instruction,
+/// its handler, the copy that stores its index ([`line_start`]) where a
+/// line starts and the copy that stores nothing elsewhere.
+///
+/// An instruction starts a line if control can reach it from an
+/// instruction of another line: it is the entry, or the one before it
+/// falls through from another line, or a jump from another line targets
+/// it. Then the record always holds an instruction of the line the frame
+/// is executing, and a loop whose body is one line stores once per
+/// iteration, not once per instruction.
+pub(crate) fn line_dispatch(f: &Function) -> Box<[Handler]> {
+    let table: Box<[Handler]> = (f.code.iter().zip(line_starts(f)))
+        .map(|(op, start)| match start {
+            true => LINE_START_HANDLERS[op.opcode() as usize],
+            false => LINE_HANDLERS[op.opcode() as usize],
+        })
+        .collect();
+    // `next` reaches the entries through an address computed from the
+    // instruction pointer: it needs the table's provenance exposed.
+    let _ = table.as_ptr().expose_provenance();
+    table
+}
+// ANCHOR_END: line_dispatch
+
+/// Which instructions of `f` start a line (see [`line_dispatch`]).
+fn line_starts(f: &Function) -> Vec<bool> {
+    let line = |pc: usize| f.spans.get(pc).map_or(0, |s| s.line);
+    let mut starts = vec![false; f.code.len()];
+    if let Some(entry) = starts.first_mut() {
+        *entry = true;
+    }
+    for (pc, op) in f.code.iter().enumerate() {
+        for target in op.targets().map(|t| t as usize) {
+            starts[target] |= line(target) != line(pc);
+        }
+        if op.falls_through() && pc + 1 < f.code.len() {
+            starts[pc + 1] |= line(pc + 1) != line(pc);
+        }
+    }
+    starts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_starts_where_control_arrives_from_another_line() {
+        let src = "fn f(n: int) -> int {\n\
+                   let s = 0;\n\
+                   for i in 0..n { s = (s * 31 + i) % 1000003; }\n\
+                   return s;\n\
+                   }\n\
+                   print(f(3));\n";
+        let m = crate::driver::load("t.toy", src.as_bytes()).expect("compiles");
+        let f = &m.functions[0];
+        let starts = line_starts(f);
+        let on = |line: u32| -> Vec<usize> {
+            (0..f.code.len()).filter(|&pc| f.spans[pc].line == line).collect()
+        };
+        let stores = |pcs: &[usize]| pcs.iter().filter(|&&pc| starts[pc]).count();
+        // The entry (line 2) stores.
+        assert_eq!(on(2).first(), Some(&0));
+        assert!(starts[0]);
+        // The loop (line 3) is entered from line 2 and jumps back within
+        // line 3: one store on entering it, none per iteration.
+        let (line_3, line_4) = (on(3), on(4));
+        assert!(line_3.len() >= 4, "{line_3:?}");
+        assert_eq!(stores(&line_3), 1, "{line_3:?}");
+        assert!(starts[line_3[0]]);
+        // `return s` is reached by the loop's exit jump from line 3.
+        assert!(starts[line_4[0]], "{line_4:?}");
+        assert_eq!(line_dispatch(f).len(), f.code.len());
+    }
+}

@@ -47,6 +47,7 @@ use crate::runtime::{EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, Vm, tier}
 mod handlers;
 mod slow;
 
+pub(crate) use handlers::{Handler, line_dispatch};
 pub use slow::run_slow_op;
 
 // ANCHOR: interp_entry
@@ -173,10 +174,15 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
             consts: (*rt).consts.as_ptr(),
             hotness: &raw mut (*rt).hotness,
             record_pc: std::ptr::null_mut(),
+            lines_delta: 0,
         };
-        // vmprof lines mode gets its own copy of the handlers, and only it
-        // needs the record: `interp_entry` made it the innermost one.
+        // vmprof lines mode dispatches through the function's own table
+        // (`handlers::line_dispatch`), whose line starts store into the
+        // record: `interp_entry` made it the innermost one.
         if (*vm).vmprof_lines {
+            // `Vm::record_lines` built a table for every function.
+            let table = (&(*rt).line_dispatch).as_ptr();
+            activation.lines_delta = table.addr().wrapping_sub(activation.code.addr()) as isize;
             activation.record_pc = &raw mut (*(*vm).frames.add((*vm).depth)).pc;
             handlers::start::<true>(regs, &activation)
         } else {

@@ -49,6 +49,9 @@ pub(crate) struct FnRuntime {
     /// Tier-up countdown: decremented per call and per loop back-edge;
     /// below zero the interpreter asks the tier-up hook (see [`tier`]).
     pub(crate) hotness: i32,
+    /// vmprof lines mode: the handler of each instruction
+    /// (`interp::line_dispatch`); empty otherwise.
+    pub(crate) line_dispatch: Box<[crate::interp::Handler]>,
 }
 
 // ANCHOR: vm_struct
@@ -162,6 +165,7 @@ impl<'m> Vm<'m> {
                     .filter(|&r| (r as usize) >= f.params.len())
                     .collect(),
                 hotness: i32::MAX,
+                line_dispatch: Box::default(),
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
@@ -245,6 +249,15 @@ impl<'m> Vm<'m> {
     /// (`perfsupport::vmprof::publish_code_lines`) before it runs.
     pub fn vmprof_lines(&self) -> bool {
         self.vmprof_lines
+    }
+
+    /// Starts recording lines for a vmprof session ([`Vm::vmprof_lines`]):
+    /// builds each function's line-dispatch table for the interpreter.
+    pub(crate) fn record_lines(&mut self) {
+        for (rt, f) in self.funcs.iter_mut().zip(&self.module.functions) {
+            rt.line_dispatch = crate::interp::line_dispatch(f);
+        }
+        self.vmprof_lines = true;
     }
 
     /// The vmprof code id of `<main>` while a vmprof session runs. The
