@@ -206,3 +206,28 @@ fn inlined_calls_show_their_call_site() {
     assert!(lines.iter().all(|&l| l == 14 || l == 15), "{lines:?}");
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn lines_mode_runs_the_same_program_in_every_tier() {
+    // Lines mode runs the interpreter on a copy of the code with a handler
+    // per instruction (`interp::handlers::line_slots`), 16 bytes apart
+    // instead of 8: output, errors and the traceback's lines and columns
+    // must not change, interpreted or tiered up.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vmprof_lines");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("same.prof");
+    let path_arg = path.to_str().expect("utf-8");
+    for (script, tier) in [
+        ("examples/scripts/errors.toy", "--no-jit"),
+        ("examples/scripts/errors.toy", "--jit-threshold=1"),
+        ("examples/scripts/profile_demo.toy", "--no-jit"),
+        ("examples/scripts/arrays.toy", "--no-jit"),
+    ] {
+        let plain = toyvm(&["run", tier, script]);
+        let lines = toyvm(&["run", tier, "--vmprof", path_arg, "--vmprof-lines", script]);
+        assert_eq!(plain.status, lines.status, "{script} {tier}: {}", lines.stderr);
+        assert_eq!(plain.stdout, lines.stdout, "{script} {tier}");
+        assert_eq!(plain.stderr, lines.stderr, "{script} {tier}");
+    }
+    let _ = std::fs::remove_file(&path);
+}

@@ -37,7 +37,8 @@ pub(crate) struct Activation<'v> {
     pub(super) vm: *mut Vm<'v>,
     /// The function running.
     pub(super) func: u32,
-    /// Its instruction 0.
+    /// Its instruction 0: of the function's code, or in lines mode of its
+    /// [`LineSlot`] copy.
     pub(super) code: *const Op,
     /// Its constant pool, as raw slots.
     pub(super) consts: *const u64,
@@ -46,11 +47,10 @@ pub(crate) struct Activation<'v> {
     /// Its frame record's `pc`, which the handlers of a vmprof session
     /// recording lines keep on the current line ([`line_dispatch`]).
     pub(super) record_pc: *mut u32,
-    /// Lines mode: the address of the function's [`line_dispatch`] table
-    /// minus the address of its code, so that the table entry of the
-    /// instruction at `ip` is at `ip + lines_delta` (both have 8-byte
-    /// entries).
-    pub(super) lines_delta: isize,
+    /// log2 of the bytes from one instruction to the next: 3 for the
+    /// code, 4 for a [`LineSlot`] copy (for the cold paths, which are
+    /// not generic over the mode; the handlers use [`STRIDE`]).
+    pub(super) stride_log2: u32,
 }
 
 /// The frame's registers: register `r` is the 64-bit slot `r` of the
@@ -114,8 +114,38 @@ impl Regs {
 /// [`STATUS_ERROR`]) once a `Return` or an error ends it.
 pub(crate) type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
 
-// A line-dispatch table has one entry per instruction, at the same offset.
-const _: () = assert!(size_of::<Handler>() == size_of::<Op>());
+/// One instruction of the copy of a function's code that vmprof lines mode
+/// runs ([`line_slots`]): the instruction and the handler that runs it.
+/// `ip` points at `op`, so the next instruction's handler is one load at
+/// a fixed offset from `ip`.
+#[repr(C)]
+pub(crate) struct LineSlot {
+    op: Op,
+    handler: Handler,
+}
+
+/// Bytes from one instruction to the next: the code's `Op`s, or in lines
+/// mode the [`LineSlot`]s.
+const fn stride<const LINES: bool>() -> usize {
+    if LINES { size_of::<LineSlot>() } else { size_of::<Op>() }
+}
+
+const _: () = assert!(stride::<true>() == 16 && stride::<false>() == 8);
+
+/// The instruction after `ip`.
+#[inline(always)]
+unsafe fn step<const LINES: bool>(ip: *const Op) -> *const Op {
+    // SAFETY: every function ends in a return, so a handler that continues
+    // has an instruction after it.
+    unsafe { ip.byte_add(stride::<LINES>()) }
+}
+
+/// The index of the instruction at `ip`.
+#[inline(always)]
+unsafe fn index_of(ip: *const Op, cx: &Activation<'_>) -> usize {
+    // SAFETY: `ip` is an instruction of the activation's code.
+    unsafe { ip.byte_offset_from(cx.code) as usize >> cx.stride_log2 }
+}
 
 /// Runs the activation `cx` from instruction 0 in the frame `regs`, with
 /// the handlers that record lines if `LINES` (see [`next`]).
@@ -134,25 +164,22 @@ pub(super) unsafe fn start<const LINES: bool>(regs: *mut u64, cx: &Activation<'_
 /// its handler, and a call in tail position that LLVM emits as `jmp`.
 ///
 /// `LINES` (a vmprof session recording lines, `Vm::vmprof_lines`): the
-/// handler comes from the function's own [`line_dispatch`] table instead,
-/// one entry per instruction, at `ip + lines_delta`: as cheap as the
-/// opcode table (two loads), and it lets each instruction have the
-/// handler it needs: the instructions where a new line starts get the copy
-/// that first stores their index in the frame record
-/// ([`line_start`]), the others a copy that stores nothing. Without lines
-/// the handlers are exactly what they were.
+/// activation runs the function's [`LineSlot`] copy, where each
+/// instruction carries its handler: one load, right next to the
+/// instruction. That lets each instruction have the handler it needs:
+/// the instructions where a new line starts get the copy that first
+/// stores their index in the frame record ([`line_start`]), the others a
+/// copy that stores nothing. Without lines the handlers are exactly what
+/// they were.
 #[inline(always)]
 unsafe fn next<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
     // SAFETY: `ip` is an instruction of the verified code, and
-    // `opcode() < Op::COUNT`, the table's length. In lines mode `run` set
-    // `lines_delta` to the distance from the code to its line-dispatch
-    // table, which has an entry for every instruction and whose address
-    // was exposed when it was built (`line_dispatch`), so the address
-    // computed from `ip` is that entry's, with the table's provenance.
+    // `opcode() < Op::COUNT`, the table's length; in lines mode `ip`
+    // points at the `op` of a `LineSlot` (`run` started the activation
+    // in the function's slots), derived from the slots' pointer.
     unsafe {
         let handler = if LINES {
-            let entry = ip.addr().wrapping_add_signed(cx.lines_delta);
-            *std::ptr::with_exposed_provenance::<Handler>(entry)
+            (*ip.cast::<LineSlot>()).handler
         } else {
             *HANDLERS.get_unchecked((*ip).opcode() as usize)
         };
@@ -175,7 +202,7 @@ unsafe fn jump<const LINES: bool>(
     // SAFETY: `target` is in range (verified); `hotness` is the running
     // function's countdown.
     unsafe {
-        let to = cx.code.add(target as usize);
+        let to = cx.code.byte_add(target as usize * stride::<LINES>());
         if to <= ip {
             *cx.hotness -= 1;
             if *cx.hotness < 0 {
@@ -220,7 +247,7 @@ unsafe fn loop_tier_up<const LINES: bool>(
 #[inline(always)]
 unsafe fn raise(cx: &Activation<'_>, ip: *const Op, err: RuntimeError) -> u32 {
     // SAFETY: `ip` is in the code of `cx.func`; `vm` is not borrowed.
-    let status = unsafe { (*cx.vm).fail(err, cx.func, ip.offset_from(cx.code) as usize) };
+    let status = unsafe { (*cx.vm).fail(err, cx.func, index_of(ip, cx)) };
     std::hint::black_box(status)
 }
 
@@ -265,7 +292,7 @@ unsafe fn call_failed(cx: &Activation<'_>, ip: *const Op) -> u32 {
     unsafe {
         (*cx.vm).trace.push(TraceEntry {
             func: cx.func,
-            pc: ip.offset_from(cx.code) as u32,
+            pc: index_of(ip, cx) as u32,
         });
     }
     // As in `raise`: keeps the call in `Call` a tail call.
@@ -281,7 +308,7 @@ unsafe fn line_start(ip: *const Op, cx: &Activation<'_>) {
     // SAFETY: `record_pc` is this activation's record's (set by `run` in
     // lines mode); `ip` is in the code of `cx.func`. Volatile: nothing here
     // reads it, the signal handler does.
-    unsafe { cx.record_pc.write_volatile(ip.offset_from(cx.code) as u32) }
+    unsafe { cx.record_pc.write_volatile(ip.byte_offset_from(cx.code) as u32 / 16) }
 }
 // ANCHOR_END: lines_store
 
@@ -308,7 +335,7 @@ macro_rules! handlers {
                     }
                     let Op::$name $({ $($field),* })? = *$ip else { unreachable_unchecked() };
                     $body;
-                    next::<LINES>($regs, $ip.add(1), $cx)
+                    next::<LINES>($regs, step::<LINES>($ip), $cx)
                 }
             }
         )*
@@ -480,11 +507,11 @@ unsafe fn slow<const LINES: bool, const STORE: bool>(
         if STORE {
             line_start(ip, cx);
         }
-        let pc = ip.offset_from(cx.code) as usize;
+        let pc = ip.byte_offset_from(cx.code) as usize / stride::<LINES>();
         if slow_op(cx.vm, cx.func, regs.0, *ip, pc + 1) != STATUS_OK {
             return STATUS_ERROR;
         }
-        next::<LINES>(regs, ip.add(1), cx)
+        next::<LINES>(regs, step::<LINES>(ip), cx)
     }
 }
 
@@ -516,27 +543,27 @@ macro_rules! handler_table {
 with_instruction_names!(handler_table);
 
 // ANCHOR: line_dispatch
-/// The line-dispatch table of `f` for vmprof lines mode: per instruction,
-/// its handler, the copy that stores its index ([`line_start`]) where a
-/// line starts and the copy that stores nothing elsewhere.
+/// The copy of `f`'s code that vmprof lines mode runs: per instruction,
+/// the instruction and its handler, the copy that stores its index
+/// ([`line_start`]) where a line starts and the copy that stores nothing
+/// elsewhere.
 ///
 /// An instruction starts a line if control can reach it from an
-/// instruction of another line: it is the entry, or the one before it
-/// falls through from another line, or a jump from another line targets
-/// it. Then the record always holds an instruction of the line the frame
-/// is executing, and a loop whose body is one line stores once per
-/// iteration, not once per instruction.
-pub(crate) fn line_dispatch(f: &Function) -> Box<[Handler]> {
-    let table: Box<[Handler]> = (f.code.iter().zip(line_starts(f)))
-        .map(|(op, start)| match start {
-            true => LINE_START_HANDLERS[op.opcode() as usize],
-            false => LINE_HANDLERS[op.opcode() as usize],
+/// instruction of another line: the one before it falls through from
+/// another line, or a jump from another line targets it. Then the record
+/// always holds an instruction of the line the frame is executing, and a
+/// loop whose body is one line stores nothing per iteration. The entry
+/// stores nothing either: `interp_entry` wrote index 0 into the record.
+pub(crate) fn line_slots(f: &Function) -> Box<[LineSlot]> {
+    (f.code.iter().zip(line_starts(f)))
+        .map(|(&op, start)| LineSlot {
+            op,
+            handler: match start {
+                true => LINE_START_HANDLERS[op.opcode() as usize],
+                false => LINE_HANDLERS[op.opcode() as usize],
+            },
         })
-        .collect();
-    // `next` reaches the entries through an address computed from the
-    // instruction pointer: it needs the table's provenance exposed.
-    let _ = table.as_ptr().expose_provenance();
-    table
+        .collect()
 }
 // ANCHOR_END: line_dispatch
 
@@ -544,9 +571,6 @@ pub(crate) fn line_dispatch(f: &Function) -> Box<[Handler]> {
 fn line_starts(f: &Function) -> Vec<bool> {
     let line = |pc: usize| f.spans.get(pc).map_or(0, |s| s.line);
     let mut starts = vec![false; f.code.len()];
-    if let Some(entry) = starts.first_mut() {
-        *entry = true;
-    }
     for (pc, op) in f.code.iter().enumerate() {
         for target in op.targets().map(|t| t as usize) {
             starts[target] |= line(target) != line(pc);
@@ -577,9 +601,9 @@ mod tests {
             (0..f.code.len()).filter(|&pc| f.spans[pc].line == line).collect()
         };
         let stores = |pcs: &[usize]| pcs.iter().filter(|&&pc| starts[pc]).count();
-        // The entry (line 2) stores.
+        // The entry (line 2) stores nothing: `interp_entry` wrote index 0.
         assert_eq!(on(2).first(), Some(&0));
-        assert!(starts[0]);
+        assert!(!starts[0]);
         // The loop (line 3) is entered from line 2 and jumps back within
         // line 3: one store on entering it, none per iteration.
         let (line_3, line_4) = (on(3), on(4));
@@ -588,6 +612,6 @@ mod tests {
         assert!(starts[line_3[0]]);
         // `return s` is reached by the loop's exit jump from line 3.
         assert!(starts[line_4[0]], "{line_4:?}");
-        assert_eq!(line_dispatch(f).len(), f.code.len());
+        assert_eq!(line_slots(f).len(), f.code.len());
     }
 }

@@ -42,12 +42,13 @@
 
 use std::sync::atomic::{Ordering, compiler_fence};
 
+use crate::bytecode::Op;
 use crate::runtime::{EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, Vm, tier};
 
 mod handlers;
 mod slow;
 
-pub(crate) use handlers::{Handler, line_dispatch};
+pub(crate) use handlers::{LineSlot, line_slots};
 pub use slow::run_slow_op;
 
 // ANCHOR: interp_entry
@@ -174,15 +175,15 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
             consts: (*rt).consts.as_ptr(),
             hotness: &raw mut (*rt).hotness,
             record_pc: std::ptr::null_mut(),
-            lines_delta: 0,
+            stride_log2: 3,
         };
-        // vmprof lines mode dispatches through the function's own table
-        // (`handlers::line_dispatch`), whose line starts store into the
-        // record: `interp_entry` made it the innermost one.
+        // vmprof lines mode runs the function's copy of its code with a
+        // handler per instruction (`handlers::line_slots`), whose line
+        // starts store into the record: `interp_entry` made it the
+        // innermost one. `Vm::record_lines` built the copy.
         if (*vm).vmprof_lines {
-            // `Vm::record_lines` built a table for every function.
-            let table = (&(*rt).line_dispatch).as_ptr();
-            activation.lines_delta = table.addr().wrapping_sub(activation.code.addr()) as isize;
+            activation.code = (&(*rt).line_slots).as_ptr().cast::<Op>();
+            activation.stride_log2 = 4;
             activation.record_pc = &raw mut (*(*vm).frames.add((*vm).depth)).pc;
             handlers::start::<true>(regs, &activation)
         } else {
