@@ -31,10 +31,10 @@
 //! every sample also gets the line it is executing. Each record's
 //! [`FrameRecord::pc`] holds a bytecode index, mapped to a line through
 //! each function's spans ([`FrameLines`]): the interpreter stores it at
-//! every instruction that starts a line (its handlers dispatch through a
-//! per-function table, see `interp::handlers::line_dispatch`), compiled
-//! code before every call; the innermost compiled frame's line comes from
-//! the interrupted program counter and the line tables the JIT publishes
+//! every instruction that starts a line (those instructions' slots get the
+//! storing handler, see `interp::handlers::slots`), compiled code before
+//! every call; the innermost compiled frame's line comes from the
+//! interrupted program counter and the line tables the JIT publishes
 //! (`perfsupport::vmprof::code_lines`). Without lines every tier runs the
 //! code it runs unprofiled.
 

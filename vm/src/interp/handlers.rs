@@ -1,9 +1,9 @@
 //! One handler per instruction. A handler executes its instruction in the
 //! frame `regs` and continues with [`next`]: it loads the next
-//! instruction's handler from [`HANDLERS`] (indexed by opcode) and calls it
-//! in tail position, which LLVM turns into a jump (see the dispatch section
-//! of the module docs in [`super`]). Jumps continue with [`jump`], returns
-//! return.
+//! instruction's handler, which sits right after that instruction in the
+//! function's [`Slot`]s, and calls it in tail position, which LLVM turns
+//! into a jump (see the dispatch section of the module docs in
+//! [`super`]). Jumps continue with [`jump`], returns return.
 //!
 //! Every handler has the signature [`Handler`]: the frame, the address of
 //! its own instruction, and the [`Activation`] (what the handlers of one
@@ -37,20 +37,15 @@ pub(crate) struct Activation<'v> {
     pub(super) vm: *mut Vm<'v>,
     /// The function running.
     pub(super) func: u32,
-    /// Its instruction 0: of the function's code, or in lines mode of its
-    /// [`LineSlot`] copy.
+    /// Its instruction 0, in its [`Slot`]s.
     pub(super) code: *const Op,
     /// Its constant pool, as raw slots.
     pub(super) consts: *const u64,
     /// Its tier-up countdown (`FnRuntime::hotness`).
     pub(super) hotness: *mut i32,
     /// Its frame record's `pc`, which the handlers of a vmprof session
-    /// recording lines keep on the current line ([`line_dispatch`]).
+    /// recording lines keep on the current line ([`slots`]).
     pub(super) record_pc: *mut u32,
-    /// log2 of the bytes from one instruction to the next: 3 for the
-    /// code, 4 for a [`LineSlot`] copy (for the cold paths, which are
-    /// not generic over the mode; the handlers use [`STRIDE`]).
-    pub(super) stride_log2: u32,
 }
 
 /// The frame's registers: register `r` is the 64-bit slot `r` of the
@@ -114,75 +109,65 @@ impl Regs {
 /// [`STATUS_ERROR`]) once a `Return` or an error ends it.
 pub(crate) type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
 
-/// One instruction of the copy of a function's code that vmprof lines mode
-/// runs ([`line_slots`]): the instruction and the handler that runs it.
-/// `ip` points at `op`, so the next instruction's handler is one load at
-/// a fixed offset from `ip`.
+// ANCHOR: slot
+/// One instruction as the interpreter runs it: the instruction and the
+/// handler that runs it (threaded code). `ip` points at `op`, so the
+/// handler of the instruction at `ip` is one load at a fixed offset from
+/// `ip`. Each function's slots are built once per VM ([`slots`]).
 #[repr(C)]
-pub(crate) struct LineSlot {
+pub(crate) struct Slot {
     op: Op,
     handler: Handler,
 }
+// ANCHOR_END: slot
 
-/// Bytes from one instruction to the next: the code's `Op`s, or in lines
-/// mode the [`LineSlot`]s.
-const fn stride<const LINES: bool>() -> usize {
-    if LINES { size_of::<LineSlot>() } else { size_of::<Op>() }
-}
+/// Bytes from one instruction to the next.
+const STRIDE: usize = size_of::<Slot>();
 
-const _: () = assert!(stride::<true>() == 16 && stride::<false>() == 8);
+const _: () = assert!(STRIDE == 16);
 
 /// The instruction after `ip`.
 #[inline(always)]
-unsafe fn step<const LINES: bool>(ip: *const Op) -> *const Op {
+unsafe fn step(ip: *const Op) -> *const Op {
     // SAFETY: every function ends in a return, so a handler that continues
-    // has an instruction after it.
-    unsafe { ip.byte_add(stride::<LINES>()) }
+    // has an instruction after it, in the same slots.
+    unsafe { ip.byte_add(STRIDE) }
 }
 
 /// The index of the instruction at `ip`.
 #[inline(always)]
 unsafe fn index_of(ip: *const Op, cx: &Activation<'_>) -> usize {
-    // SAFETY: `ip` is an instruction of the activation's code.
-    unsafe { ip.byte_offset_from(cx.code) as usize >> cx.stride_log2 }
+    // SAFETY: `ip` is an instruction of the activation's slots.
+    unsafe { ip.byte_offset_from(cx.code) as usize / STRIDE }
 }
 
-/// Runs the activation `cx` from instruction 0 in the frame `regs`, with
-/// the handlers that record lines if `LINES` (see [`next`]).
+/// Runs the activation `cx` from instruction 0 in the frame `regs`.
 ///
 /// # Safety
 /// `cx` describes the active frame of `cx.func` at `regs` (see the module
 /// docs).
-pub(super) unsafe fn start<const LINES: bool>(regs: *mut u64, cx: &Activation<'_>) -> u32 {
+pub(super) unsafe fn start(regs: *mut u64, cx: &Activation<'_>) -> u32 {
     // SAFETY: the caller's contract; instruction 0 exists (every function
     // ends in a return).
-    unsafe { next::<LINES>(Regs(regs), cx.code, cx) }
+    unsafe { next(Regs(regs), cx.code, cx) }
 }
 
 // ANCHOR: next
-/// Continues with the instruction at `ip`: one load of its opcode, one of
-/// its handler, and a call in tail position that LLVM emits as `jmp`.
+/// Continues with the instruction at `ip`: one load of its handler, right
+/// next to it in its [`Slot`], and a call in tail position that LLVM
+/// emits as `jmp`.
 ///
-/// `LINES` (a vmprof session recording lines, `Vm::vmprof_lines`): the
-/// activation runs the function's [`LineSlot`] copy, where each
-/// instruction carries its handler: one load, right next to the
-/// instruction. That lets each instruction have the handler it needs:
-/// the instructions where a new line starts get the copy that first
-/// stores their index in the frame record ([`line_start`]), the others a
-/// copy that stores nothing. Without lines the handlers are exactly what
-/// they were.
+/// Because every instruction carries its own handler, two instructions
+/// with the same opcode can run different handlers: in a vmprof session
+/// recording lines, the instructions where a new line starts get the copy
+/// that first stores their index in the frame record ([`line_start`]),
+/// the others the plain one ([`slots`]).
 #[inline(always)]
-unsafe fn next<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
-    // SAFETY: `ip` is an instruction of the verified code, and
-    // `opcode() < Op::COUNT`, the table's length; in lines mode `ip`
-    // points at the `op` of a `LineSlot` (`run` started the activation
-    // in the function's slots), derived from the slots' pointer.
+unsafe fn next(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
+    // SAFETY: `ip` points at the `op` of a `Slot` of the running function
+    // (derived from its slots' pointer by `run`, `step` and `jump`).
     unsafe {
-        let handler = if LINES {
-            (*ip.cast::<LineSlot>()).handler
-        } else {
-            *HANDLERS.get_unchecked((*ip).opcode() as usize)
-        };
+        let handler = (*ip.cast::<Slot>()).handler;
         handler(regs, ip, cx)
     }
 }
@@ -193,7 +178,7 @@ unsafe fn next<const LINES: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>
 /// back-edge, counted for tier-up; when the count runs out the JIT may
 /// hand back an OSR entry that finishes this activation in compiled code.
 #[inline(always)]
-unsafe fn jump<const LINES: bool>(
+unsafe fn jump(
     regs: Regs,
     ip: *const Op,
     cx: &Activation<'_>,
@@ -202,14 +187,14 @@ unsafe fn jump<const LINES: bool>(
     // SAFETY: `target` is in range (verified); `hotness` is the running
     // function's countdown.
     unsafe {
-        let to = cx.code.byte_add(target as usize * stride::<LINES>());
+        let to = cx.code.byte_add(target as usize * STRIDE);
         if to <= ip {
             *cx.hotness -= 1;
             if *cx.hotness < 0 {
-                return loop_tier_up::<LINES>(regs, to, cx, target);
+                return loop_tier_up(regs, to, cx, target);
             }
         }
-        next::<LINES>(regs, to, cx)
+        next(regs, to, cx)
     }
 }
 // ANCHOR_END: back_edge
@@ -220,7 +205,7 @@ unsafe fn jump<const LINES: bool>(
 /// that the jump handlers keep nothing in callee-saved registers.
 #[cold]
 #[inline(never)]
-unsafe fn loop_tier_up<const LINES: bool>(
+unsafe fn loop_tier_up(
     regs: Regs,
     to: *const Op,
     cx: &Activation<'_>,
@@ -231,7 +216,7 @@ unsafe fn loop_tier_up<const LINES: bool>(
     unsafe {
         match tier::hot_loop(cx.vm, cx.func, target) {
             Some(osr) => osr(cx.vm, regs.0, target),
-            None => next::<LINES>(regs, to, cx),
+            None => next(regs, to, cx),
         }
     }
 }
@@ -300,7 +285,7 @@ unsafe fn call_failed(cx: &Activation<'_>, ip: *const Op) -> u32 {
 }
 
 // ANCHOR: lines_store
-/// The instruction at `ip` starts a line (see [`line_dispatch`]): stores
+/// The instruction at `ip` starts a line (see [`slots`]): stores
 /// its index in the frame record, where the sampler's signal handler reads
 /// the line the frame is executing.
 #[inline(always)]
@@ -308,7 +293,7 @@ unsafe fn line_start(ip: *const Op, cx: &Activation<'_>) {
     // SAFETY: `record_pc` is this activation's record's (set by `run` in
     // lines mode); `ip` is in the code of `cx.func`. Volatile: nothing here
     // reads it, the signal handler does.
-    unsafe { cx.record_pc.write_volatile(ip.byte_offset_from(cx.code) as u32 / 16) }
+    unsafe { cx.record_pc.write_volatile(index_of(ip, cx) as u32) }
 }
 // ANCHOR_END: lines_store
 
@@ -322,7 +307,7 @@ macro_rules! handlers {
      $( $name:ident $({ $($field:ident),* })? => $body:expr ),* $(,)?) => {
         $(
             #[allow(non_snake_case, unreachable_code, unused_variables, clippy::neg_cmp_op_on_partial_ord)]
-            unsafe fn $name<const LINES: bool, const STORE: bool>(
+            unsafe fn $name<const STORE: bool>(
                 $regs: Regs,
                 $ip: *const Op,
                 $cx: &Activation<'_>,
@@ -335,7 +320,7 @@ macro_rules! handlers {
                     }
                     let Op::$name $({ $($field),* })? = *$ip else { unreachable_unchecked() };
                     $body;
-                    next::<LINES>($regs, step::<LINES>($ip), $cx)
+                    next($regs, step($ip), $cx)
                 }
             }
         )*
@@ -410,33 +395,33 @@ handlers! { |regs, ip, cx|
     Not { dst, src } => regs.set(dst, regs.get(src) ^ 1),
 
     // --- control flow (`!(a < b)` is deliberate: NaN operands jump) ---
-    Jmp { target } => return jump::<LINES>(regs, ip, cx, target),
-    JmpIf { a, target } => if regs.get(a) != 0 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNot { a, target } => if regs.get(a) == 0 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotLtI { a, b, target } => if regs.int(a) >= regs.int(b) { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotLeI { a, b, target } => if regs.int(a) > regs.int(b) { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotEqI { a, b, target } => if regs.get(a) != regs.get(b) { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotNeI { a, b, target } => if regs.get(a) == regs.get(b) { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotLtIImm { a, imm, target } => if regs.int(a) >= imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotLeIImm { a, imm, target } => if regs.int(a) > imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotGtIImm { a, imm, target } => if regs.int(a) <= imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotGeIImm { a, imm, target } => if regs.int(a) < imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotEqIImm { a, imm, target } => if regs.int(a) != imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotNeIImm { a, imm, target } => if regs.int(a) == imm as i64 { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotLtF { a, b, target } => if !(regs.flt(a) < regs.flt(b)) { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfNotLeF { a, b, target } => if !(regs.flt(a) <= regs.flt(b)) { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfLtF { a, b, target } => if regs.flt(a) < regs.flt(b) { return jump::<LINES>(regs, ip, cx, target) },
-    JmpIfLeF { a, b, target } => if regs.flt(a) <= regs.flt(b) { return jump::<LINES>(regs, ip, cx, target) },
+    Jmp { target } => return jump(regs, ip, cx, target),
+    JmpIf { a, target } => if regs.get(a) != 0 { return jump(regs, ip, cx, target) },
+    JmpIfNot { a, target } => if regs.get(a) == 0 { return jump(regs, ip, cx, target) },
+    JmpIfNotLtI { a, b, target } => if regs.int(a) >= regs.int(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotLeI { a, b, target } => if regs.int(a) > regs.int(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotEqI { a, b, target } => if regs.get(a) != regs.get(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotNeI { a, b, target } => if regs.get(a) == regs.get(b) { return jump(regs, ip, cx, target) },
+    JmpIfNotLtIImm { a, imm, target } => if regs.int(a) >= imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotLeIImm { a, imm, target } => if regs.int(a) > imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotGtIImm { a, imm, target } => if regs.int(a) <= imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotGeIImm { a, imm, target } => if regs.int(a) < imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotEqIImm { a, imm, target } => if regs.int(a) != imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotNeIImm { a, imm, target } => if regs.int(a) == imm as i64 { return jump(regs, ip, cx, target) },
+    JmpIfNotLtF { a, b, target } => if !(regs.flt(a) < regs.flt(b)) { return jump(regs, ip, cx, target) },
+    JmpIfNotLeF { a, b, target } => if !(regs.flt(a) <= regs.flt(b)) { return jump(regs, ip, cx, target) },
+    JmpIfLtF { a, b, target } => if regs.flt(a) < regs.flt(b) { return jump(regs, ip, cx, target) },
+    JmpIfLeF { a, b, target } => if regs.flt(a) <= regs.flt(b) { return jump(regs, ip, cx, target) },
     ForPrep { counter, end, target } => {
         if regs.int(counter) >= regs.int(end) {
-            return jump::<LINES>(regs, ip, cx, target);
+            return jump(regs, ip, cx, target);
         }
     },
     ForLoop { counter, end, target } => {
         let next = regs.int(counter) + 1;
         regs.set_int(counter, next);
         if next < regs.int(end) {
-            return jump::<LINES>(regs, ip, cx, target);
+            return jump(regs, ip, cx, target);
         }
     },
 
@@ -496,7 +481,7 @@ handlers! { |regs, ip, cx|
 /// The handler of every `slow` instruction: runs it out of line
 /// ([`slow_op`]), then continues.
 #[inline(always)]
-unsafe fn slow<const LINES: bool, const STORE: bool>(
+unsafe fn slow<const STORE: bool>(
     regs: Regs,
     ip: *const Op,
     cx: &Activation<'_>,
@@ -507,11 +492,11 @@ unsafe fn slow<const LINES: bool, const STORE: bool>(
         if STORE {
             line_start(ip, cx);
         }
-        let pc = ip.byte_offset_from(cx.code) as usize / stride::<LINES>();
+        let pc = index_of(ip, cx);
         if slow_op(cx.vm, cx.func, regs.0, *ip, pc + 1) != STATUS_OK {
             return STATUS_ERROR;
         }
-        next::<LINES>(regs, step::<LINES>(ip), cx)
+        next(regs, step(ip), cx)
     }
 }
 
@@ -522,31 +507,29 @@ macro_rules! handler_table {
     ([$($name:ident)*] [$($slow:ident)*]) => {
         $(
             #[allow(non_snake_case)]
-            unsafe fn $slow<const LINES: bool, const STORE: bool>(
+            unsafe fn $slow<const STORE: bool>(
                 regs: Regs,
                 ip: *const Op,
                 cx: &Activation<'_>,
             ) -> u32 {
                 // SAFETY: as for every handler.
-                unsafe { slow::<LINES, STORE>(regs, ip, cx) }
+                unsafe { slow::<STORE>(regs, ip, cx) }
             }
         )*
 
         /// Every instruction's handler, indexed by [`Op::opcode`].
-        static HANDLERS: [Handler; Op::COUNT] = [$($name::<false, false>),*];
-        /// Lines mode, an instruction in the middle of a line.
-        static LINE_HANDLERS: [Handler; Op::COUNT] = [$($name::<true, false>),*];
-        /// Lines mode, an instruction that starts a line.
-        static LINE_START_HANDLERS: [Handler; Op::COUNT] = [$($name::<true, true>),*];
+        static HANDLERS: [Handler; Op::COUNT] = [$($name::<false>),*];
+        /// vmprof lines mode, an instruction that starts a line.
+        static LINE_START_HANDLERS: [Handler; Op::COUNT] = [$($name::<true>),*];
     };
 }
 with_instruction_names!(handler_table);
 
-// ANCHOR: line_dispatch
-/// The copy of `f`'s code that vmprof lines mode runs: per instruction,
-/// the instruction and its handler, the copy that stores its index
-/// ([`line_start`]) where a line starts and the copy that stores nothing
-/// elsewhere.
+// ANCHOR: slots
+/// The slots the interpreter runs for `f`: per instruction, the
+/// instruction and its handler. With `lines` (a vmprof session recording
+/// lines), the instructions that start a line get the handler that stores
+/// their index ([`line_start`]).
 ///
 /// An instruction starts a line if control can reach it from an
 /// instruction of another line: the one before it falls through from
@@ -554,20 +537,21 @@ with_instruction_names!(handler_table);
 /// always holds an instruction of the line the frame is executing, and a
 /// loop whose body is one line stores nothing per iteration. The entry
 /// stores nothing either: `interp_entry` wrote index 0 into the record.
-pub(crate) fn line_slots(f: &Function) -> Box<[LineSlot]> {
-    (f.code.iter().zip(line_starts(f)))
-        .map(|(&op, start)| LineSlot {
+pub(crate) fn slots(f: &Function, lines: bool) -> Box<[Slot]> {
+    let starts = if lines { line_starts(f) } else { vec![false; f.code.len()] };
+    (f.code.iter().zip(starts))
+        .map(|(&op, start)| Slot {
             op,
             handler: match start {
                 true => LINE_START_HANDLERS[op.opcode() as usize],
-                false => LINE_HANDLERS[op.opcode() as usize],
+                false => HANDLERS[op.opcode() as usize],
             },
         })
         .collect()
 }
-// ANCHOR_END: line_dispatch
+// ANCHOR_END: slots
 
-/// Which instructions of `f` start a line (see [`line_dispatch`]).
+/// Which instructions of `f` start a line (see [`slots`]).
 fn line_starts(f: &Function) -> Vec<bool> {
     let line = |pc: usize| f.spans.get(pc).map_or(0, |s| s.line);
     let mut starts = vec![false; f.code.len()];
@@ -612,6 +596,6 @@ mod tests {
         assert!(starts[line_3[0]]);
         // `return s` is reached by the loop's exit jump from line 3.
         assert!(starts[line_4[0]], "{line_4:?}");
-        assert_eq!(line_slots(f).len(), f.code.len());
+        assert_eq!(slots(f, true).len(), f.code.len());
     }
 }

@@ -12,12 +12,16 @@
 //! `interp_entry` checks the depth, writes the frame record and calls the
 //! handler of the function's first instruction. Every handler
 //! ([`handlers`]) is a small function of its own that executes one
-//! instruction and then *tail-calls* the handler of the next one, found by
-//! indexing a table with the next instruction's opcode. LLVM compiles that
-//! tail call to an indirect `jmp`, so a run of instructions is a chain of
-//! jumps, each handler with its own dispatch branch (what `computed goto`
-//! gives a C interpreter), and the native stack does not grow. The last
-//! handler (a `Return`) returns to `interp_entry`.
+//! instruction and then *tail-calls* the handler of the next one. The
+//! interpreter runs each function's *slots* (threaded code): a copy of its
+//! code built once per VM in which every instruction carries its handler,
+//! so finding the next handler is one load next to the instruction, and
+//! two instructions with the same opcode may run different handlers (vmprof
+//! lines mode uses that). LLVM compiles the tail call to an indirect
+//! `jmp`, so a run of instructions is a chain of jumps, each handler with
+//! its own dispatch branch (what `computed goto` gives a C interpreter),
+//! and the native stack does not grow. The last handler (a `Return`)
+//! returns to `interp_entry`.
 //!
 //! Why this shape and not one `match` in a loop: with a `match`, LLVM
 //! lays out all instructions as one 4 KB function sharing one indirect
@@ -48,7 +52,7 @@ use crate::runtime::{EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, Vm, tier}
 mod handlers;
 mod slow;
 
-pub(crate) use handlers::{LineSlot, line_slots};
+pub(crate) use handlers::{Slot, slots};
 pub use slow::run_slow_op;
 
 // ANCHOR: interp_entry
@@ -171,24 +175,17 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         let mut activation = handlers::Activation {
             vm,
             func,
-            code: (*rt).code,
+            code: (&(*rt).slots).as_ptr().cast::<Op>(),
             consts: (*rt).consts.as_ptr(),
             hotness: &raw mut (*rt).hotness,
             record_pc: std::ptr::null_mut(),
-            stride_log2: 3,
         };
-        // vmprof lines mode runs the function's copy of its code with a
-        // handler per instruction (`handlers::line_slots`), whose line
-        // starts store into the record: `interp_entry` made it the
-        // innermost one. `Vm::record_lines` built the copy.
+        // vmprof lines mode: the slots' line starts store into the record,
+        // which `interp_entry` made the innermost one.
         if (*vm).vmprof_lines {
-            activation.code = (&(*rt).line_slots).as_ptr().cast::<Op>();
-            activation.stride_log2 = 4;
             activation.record_pc = &raw mut (*(*vm).frames.add((*vm).depth)).pc;
-            handlers::start::<true>(regs, &activation)
-        } else {
-            handlers::start::<false>(regs, &activation)
         }
+        handlers::start(regs, &activation)
     }
 }
 

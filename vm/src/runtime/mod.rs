@@ -49,9 +49,9 @@ pub(crate) struct FnRuntime {
     /// Tier-up countdown: decremented per call and per loop back-edge;
     /// below zero the interpreter asks the tier-up hook (see [`tier`]).
     pub(crate) hotness: i32,
-    /// vmprof lines mode: the copy of the code it runs, each instruction
-    /// with its handler (`interp::line_slots`); empty otherwise.
-    pub(crate) line_slots: Box<[crate::interp::LineSlot]>,
+    /// The code as the interpreter runs it: each instruction with its
+    /// handler (`interp::slots`).
+    pub(crate) slots: Box<[crate::interp::Slot]>,
 }
 
 // ANCHOR: vm_struct
@@ -165,7 +165,7 @@ impl<'m> Vm<'m> {
                     .filter(|&r| (r as usize) >= f.params.len())
                     .collect(),
                 hotness: i32::MAX,
-                line_slots: Box::default(),
+                slots: crate::interp::slots(f, false),
             })
             .collect();
         let args = args.into_iter().map(|a| heap.alloc_str(a)).collect();
@@ -252,10 +252,11 @@ impl<'m> Vm<'m> {
     }
 
     /// Starts recording lines for a vmprof session ([`Vm::vmprof_lines`]):
-    /// builds the copy of each function's code the interpreter then runs.
+    /// gives the interpreter slots whose line starts store into the frame
+    /// record.
     pub(crate) fn record_lines(&mut self) {
         for (rt, f) in self.funcs.iter_mut().zip(&self.module.functions) {
-            rt.line_slots = crate::interp::line_slots(f);
+            rt.slots = crate::interp::slots(f, true);
         }
         self.vmprof_lines = true;
     }
