@@ -112,10 +112,11 @@ unsafe fn activate(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
         }
         // The record before the depth that covers it: the vmprof sampler
         // reads these records from a signal handler (see `crate::vmprof`).
-        *(*vm).frames.add(depth) = FrameRecord { base, func, pc: 0 };
+        let record = (*vm).frames.add(depth);
+        *record = FrameRecord { base, func, pc: 0 };
         compiler_fence(Ordering::Release);
         (*vm).depth = depth;
-        let status = run(vm, func, base);
+        let status = run(vm, func, base, &raw mut (*record).pc);
         (*vm).depth = depth - 1;
         status
     }
@@ -158,12 +159,14 @@ const _: EntryFn = interp_entry;
 
 /// Runs the body of `func` in the frame at `regs`: zeroes its ref
 /// registers that are not parameters, then runs its handlers from
-/// instruction 0 until one returns (see [`handlers`]).
+/// instruction 0 until one returns (see [`handlers`]). `record_pc` is the
+/// `pc` of its frame record, which the handlers keep on the current line
+/// in vmprof lines mode.
 ///
 /// # Safety
 /// As for [`interp_entry`], with the frame record written.
 #[inline(always)]
-unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
+unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64, record_pc: *mut u32) -> u32 {
     // SAFETY: `func` is a function of the verified module and `regs` its
     // frame in the value stack (the caller's contract); `vm` is accessed
     // one field at a time, and no borrow of it outlives this block.
@@ -172,19 +175,16 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64) -> u32 {
         for &r in (*rt).zero_regs.iter() {
             *regs.add(r as usize) = 0;
         }
-        let mut activation = handlers::Activation {
+        // In vmprof lines mode the slots' line starts store into the
+        // record (`Vm::record_lines`); otherwise nothing does.
+        let activation = handlers::Activation {
             vm,
             func,
             code: (&(*rt).slots).as_ptr().cast::<Op>(),
             consts: (*rt).consts.as_ptr(),
             hotness: &raw mut (*rt).hotness,
-            record_pc: std::ptr::null_mut(),
+            record_pc,
         };
-        // vmprof lines mode: the slots' line starts store into the record,
-        // which `interp_entry` made the innermost one.
-        if (*vm).vmprof_lines {
-            activation.record_pc = &raw mut (*(*vm).frames.add((*vm).depth)).pc;
-        }
         handlers::start(regs, &activation)
     }
 }
