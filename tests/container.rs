@@ -96,9 +96,8 @@ fn toyvm_profile_works_in_the_namespace() {
     let report = std::fs::read_to_string(work.dir.join("prof/report.txt")).expect("report.txt");
     // Default tiering: `inner_hot`'s 20 calls each run a long loop, so it
     // runs its OSR variant and is not compiled whole too (the cost model).
-    let compiled = |text: &str| {
-        text.contains("toy:jit:inner_hot:") || text.contains("toy:jit-osr:inner_hot:")
-    };
+    let compiled =
+        |text: &str| text.contains("toy:jit:inner_hot:") || text.contains("toy:jit-osr:inner_hot:");
     assert!(
         compiled(&report),
         "toyvm profile in a namespace:\n{report}\n{stderr}"

@@ -77,7 +77,11 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
         assert!(is(sample.stack[0], "<main>"));
         // A sample taken on the JIT's compiler thread (default tiering) is
         // `<main>` -> `<jit compiler>` (see `vm::vmprof`): not Toy code.
-        if sample.stack.get(1).is_some_and(|&id| is(id, vm::vmprof::COMPILER_FRAME)) {
+        if sample
+            .stack
+            .get(1)
+            .is_some_and(|&id| is(id, vm::vmprof::COMPILER_FRAME))
+        {
             continue;
         }
         if sample.stack.len() == 2 {
@@ -230,7 +234,11 @@ fn lines_mode_runs_the_same_program_in_every_tier() {
     ] {
         let plain = toyvm(&["run", tier, script]);
         let lines = toyvm(&["run", tier, "--vmprof", path_arg, "--vmprof-lines", script]);
-        assert_eq!(plain.status, lines.status, "{script} {tier}: {}", lines.stderr);
+        assert_eq!(
+            plain.status, lines.status,
+            "{script} {tier}: {}",
+            lines.stderr
+        );
         assert_eq!(plain.stdout, lines.stdout, "{script} {tier}");
         assert_eq!(plain.stderr, lines.stderr, "{script} {tier}");
     }

@@ -477,8 +477,7 @@ impl Compiler {
             }
         }
         // Not finished (define or finalize failed): never retried.
-        let finished = (out[before..].iter())
-            .any(|a| matches!(*a, Action::Osr(f, _) if f == func));
+        let finished = (out[before..].iter()).any(|a| matches!(*a, Action::Osr(f, _) if f == func));
         if !finished {
             out.push(Action::Osr(func, None));
         }

@@ -149,12 +149,18 @@ mod tests {
         let t_small = threshold(&m, small, 1000);
         let t_big = threshold(&m, big, 1000);
         assert!(t_small > t_big, "{t_small} vs {t_big}");
-        assert!(t_big >= 1000 && t_small <= MAX_THRESHOLD, "{t_big} {t_small}");
+        assert!(
+            t_big >= 1000 && t_small <= MAX_THRESHOLD,
+            "{t_big} {t_small}"
+        );
         // The base is a floor.
         assert_eq!(threshold(&m, small, MAX_THRESHOLD + 5), MAX_THRESHOLD + 5);
         // Re-asks of a function with an OSR variant: fewer for the bigger
         // gain, fewer for a longer interpreted start.
-        let (w_small, w_big) = (whole_after_asks(&m, small, 50), whole_after_asks(&m, big, 50));
+        let (w_small, w_big) = (
+            whole_after_asks(&m, small, 50),
+            whole_after_asks(&m, big, 50),
+        );
         assert!(w_small > w_big && w_big >= 1, "{w_small} vs {w_big}");
         assert!(whole_after_asks(&m, small, 500) < w_small);
     }

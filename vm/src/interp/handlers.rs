@@ -178,12 +178,7 @@ unsafe fn next(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
 /// back-edge, counted for tier-up; when the count runs out the JIT may
 /// hand back an OSR entry that finishes this activation in compiled code.
 #[inline(always)]
-unsafe fn jump(
-    regs: Regs,
-    ip: *const Op,
-    cx: &Activation<'_>,
-    target: u32,
-) -> u32 {
+unsafe fn jump(regs: Regs, ip: *const Op, cx: &Activation<'_>, target: u32) -> u32 {
     // SAFETY: `target` is in range (verified); `hotness` is the running
     // function's countdown.
     unsafe {
@@ -205,12 +200,7 @@ unsafe fn jump(
 /// that the jump handlers keep nothing in callee-saved registers.
 #[cold]
 #[inline(never)]
-unsafe fn loop_tier_up(
-    regs: Regs,
-    to: *const Op,
-    cx: &Activation<'_>,
-    target: u32,
-) -> u32 {
+unsafe fn loop_tier_up(regs: Regs, to: *const Op, cx: &Activation<'_>, target: u32) -> u32 {
     // SAFETY: the frame is the active one of `cx.func`, at an instruction
     // boundary (the OSR contract); `to` is the verified `target`.
     unsafe {
@@ -481,11 +471,7 @@ handlers! { |regs, ip, cx|
 /// The handler of every `slow` instruction: runs it out of line
 /// ([`slow_op`]), then continues.
 #[inline(always)]
-unsafe fn slow<const STORE: bool>(
-    regs: Regs,
-    ip: *const Op,
-    cx: &Activation<'_>,
-) -> u32 {
+unsafe fn slow<const STORE: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
     // SAFETY: see the module docs; `slow_op` takes the index of the next
     // instruction.
     unsafe {
@@ -538,7 +524,11 @@ with_instruction_names!(handler_table);
 /// loop whose body is one line stores nothing per iteration. The entry
 /// stores nothing either: `interp_entry` wrote index 0 into the record.
 pub(crate) fn slots(f: &Function, lines: bool) -> Box<[Slot]> {
-    let starts = if lines { line_starts(f) } else { vec![false; f.code.len()] };
+    let starts = if lines {
+        line_starts(f)
+    } else {
+        vec![false; f.code.len()]
+    };
     (f.code.iter().zip(starts))
         .map(|(&op, start)| Slot {
             op,
@@ -582,7 +572,9 @@ mod tests {
         let f = &m.functions[0];
         let starts = line_starts(f);
         let on = |line: u32| -> Vec<usize> {
-            (0..f.code.len()).filter(|&pc| f.spans[pc].line == line).collect()
+            (0..f.code.len())
+                .filter(|&pc| f.spans[pc].line == line)
+                .collect()
         };
         let stores = |pcs: &[usize]| pcs.iter().filter(|&&pc| starts[pc]).count();
         // The entry (line 2) stores nothing: `interp_entry` wrote index 0.
