@@ -23,10 +23,10 @@
 //! Both grow with the code, so what decides is the code per event:
 //! `warm`'s 5-instruction loop in a 27-unit function waits about 16,500
 //! events (it runs 6,000: it stays interpreted and costs nothing);
-//! `nbody`'s `advance`, four times the size but with 16 instructions in
-//! its shortest loop, waits about 16,000, where a single gain of 12.5 ns
-//! for every event, as this model first had, made it wait 30,600 and
-//! interpret for milliseconds of a 20 ms run. An explicit
+//! `nbody`'s `advance`, four times the size, with innermost loops of 38
+//! instructions on average, waits about 6,700, where a single gain of
+//! 12.5 ns for every event, as this model first had, made it wait 30,600
+//! and interpret for milliseconds of a 20 ms run. An explicit
 //! `--jit-threshold N` is taken literally (tests rely on exact tier-up
 //! points).
 
@@ -66,9 +66,8 @@ pub fn compile_us(module: &Module, func: u32) -> u64 {
 /// a looping function's events; or, without loops, its code plus
 /// [`CALL_OPS`] (a call runs it once, or less of it).
 pub fn ops_per_event(f: &Function) -> u64 {
-    let loops: Vec<(usize, usize)> = (f.code.iter().enumerate())
-        .flat_map(|(pc, op)| op.targets().map(move |t| (t as usize, pc)))
-        .filter(|&(target, pc)| target <= pc)
+    let loops: Vec<(usize, usize)> = vm::bytecode::back_edges(&f.code)
+        .map(|(from, target)| (target, from))
         .collect();
     let innermost: Vec<u64> = (loops.iter())
         .filter(|&&(start, end)| {
@@ -82,6 +81,11 @@ pub fn ops_per_event(f: &Function) -> u64 {
     }
 }
 
+/// What compiling `func` gains per event, in picoseconds.
+fn gain_ps(module: &Module, func: u32) -> u64 {
+    ops_per_event(&module.functions[func as usize]) * GAIN_PS_PER_OP
+}
+
 /// The threshold of `func`: the events after which its compile pays,
 /// at least `base` (the default `--jit-threshold`) and at most
 /// [`MAX_THRESHOLD`]; `base` for a function over the compile budget,
@@ -92,8 +96,7 @@ pub fn threshold(module: &Module, func: u32, base: u32) -> u32 {
     if limits::compiled_ops(module, func) > limits::max_compiled_ops() {
         return base;
     }
-    let gain_ps = ops_per_event(&module.functions[func as usize]) * GAIN_PS_PER_OP;
-    let events = compile_us(module, func) * 1_000_000 / gain_ps;
+    let events = compile_us(module, func) * 1_000_000 / gain_ps(module, func);
     (events.min(MAX_THRESHOLD as u64) as u32).max(base)
 }
 // ANCHOR_END: gain
@@ -106,8 +109,8 @@ pub fn threshold(module: &Module, func: u32, base: u32) -> u32 {
 /// of the work in compiled code already) is then never compiled twice; one
 /// called a million times is, early.
 pub fn whole_after_asks(module: &Module, func: u32, events: u32) -> u32 {
-    let gain_ps = ops_per_event(&module.functions[func as usize]) * GAIN_PS_PER_OP;
-    let asks = compile_us(module, func) * 1_000_000 / (gain_ps * events.max(1) as u64);
+    let asks =
+        compile_us(module, func) * 1_000_000 / (gain_ps(module, func) * events.max(1) as u64);
     asks.clamp(1, MAX_THRESHOLD as u64) as u32
 }
 

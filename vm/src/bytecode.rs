@@ -285,6 +285,16 @@ impl Op {
     }
 }
 
+/// The loop back-edges of `code`, as `(from, target)` pairs: the jumps to
+/// an instruction at or before their own. These are the jumps the
+/// interpreter counts for tier-up (`interp::handlers::jump`), and their
+/// targets the loop headers where it asks about OSR.
+pub fn back_edges(code: &[Op]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    (code.iter().enumerate())
+        .flat_map(|(pc, op)| op.targets().map(move |t| (pc, t as usize)))
+        .filter(|&(from, target)| target <= from)
+}
+
 // The interpreter reads one instruction per step; keep it one word.
 const _: () = assert!(std::mem::size_of::<Op>() <= 8);
 

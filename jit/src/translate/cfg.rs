@@ -32,9 +32,7 @@ pub fn incoming_edges(code: &[Op], starts: &[usize]) -> HashMap<usize, u32> {
 /// instruction at or before their own), where the interpreter asks about
 /// OSR; sorted, each once.
 pub fn loop_headers(code: &[Op]) -> Vec<usize> {
-    let mut headers: Vec<usize> = (code.iter().enumerate())
-        .flat_map(|(pc, op)| op.targets().map(move |t| (pc, t as usize)))
-        .filter(|&(pc, target)| target <= pc)
+    let mut headers: Vec<usize> = vm::bytecode::back_edges(code)
         .map(|(_, target)| target)
         .collect();
     headers.sort_unstable();

@@ -32,7 +32,7 @@ use super::slow::slow_op;
 
 /// What the handlers of one activation (one interpreted call) share,
 /// set up once by `run` on its stack.
-pub(crate) struct Activation<'v> {
+pub(super) struct Activation<'v> {
     /// The VM.
     pub(super) vm: *mut Vm<'v>,
     /// The function running.
@@ -53,7 +53,7 @@ pub(crate) struct Activation<'v> {
 /// close to the instruction table's doc lines.
 #[derive(Clone, Copy)]
 #[repr(transparent)]
-pub(crate) struct Regs(*mut u64);
+pub(super) struct Regs(*mut u64);
 
 impl Regs {
     /// Register `r`'s raw bits.
@@ -107,7 +107,7 @@ impl Regs {
 /// The type of every handler: the frame, the handler's own instruction,
 /// the activation. Returns the activation's status ([`STATUS_OK`] or
 /// [`STATUS_ERROR`]) once a `Return` or an error ends it.
-pub(crate) type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
+type Handler = unsafe fn(Regs, *const Op, &Activation<'_>) -> u32;
 
 // ANCHOR: slot
 /// One instruction as the interpreter runs it: the instruction and the
@@ -120,6 +120,13 @@ pub(crate) struct Slot {
     handler: Handler,
 }
 // ANCHOR_END: slot
+
+impl Slot {
+    /// The instruction.
+    pub(crate) fn op(&self) -> Op {
+        self.op
+    }
+}
 
 /// Bytes from one instruction to the next.
 const STRIDE: usize = size_of::<Slot>();
@@ -280,9 +287,9 @@ unsafe fn call_failed(cx: &Activation<'_>, ip: *const Op) -> u32 {
 /// the line the frame is executing.
 #[inline(always)]
 unsafe fn line_start(ip: *const Op, cx: &Activation<'_>) {
-    // SAFETY: `record_pc` is this activation's record's (set by `run` in
-    // lines mode); `ip` is in the code of `cx.func`. Volatile: nothing here
-    // reads it, the signal handler does.
+    // SAFETY: `record_pc` is this activation's record's (set by `run`);
+    // `ip` is in the slots of `cx.func`. Volatile: nothing here reads it,
+    // the signal handler does.
     unsafe { cx.record_pc.write_volatile(index_of(ip, cx) as u32) }
 }
 // ANCHOR_END: lines_store
@@ -303,7 +310,7 @@ macro_rules! handlers {
                 $cx: &Activation<'_>,
             ) -> u32 {
                 // SAFETY: see the module docs; `ip` holds an `Op::$name`
-                // (the table sent us here by its opcode).
+                // (its slot's handler is this one, chosen by its opcode).
                 unsafe {
                     if STORE {
                         line_start($ip, $cx);
@@ -524,18 +531,17 @@ with_instruction_names!(handler_table);
 /// loop whose body is one line stores nothing per iteration. The entry
 /// stores nothing either: `interp_entry` wrote index 0 into the record.
 pub(crate) fn slots(f: &Function, lines: bool) -> Box<[Slot]> {
-    let starts = if lines {
-        line_starts(f)
-    } else {
-        vec![false; f.code.len()]
-    };
-    (f.code.iter().zip(starts))
-        .map(|(&op, start)| Slot {
-            op,
-            handler: match start {
-                true => LINE_START_HANDLERS[op.opcode() as usize],
-                false => HANDLERS[op.opcode() as usize],
-            },
+    let starts = lines.then(|| line_starts(f));
+    (f.code.iter().enumerate())
+        .map(|(pc, &op)| {
+            let table = match starts.as_ref().is_some_and(|s| s[pc]) {
+                true => &LINE_START_HANDLERS,
+                false => &HANDLERS,
+            };
+            Slot {
+                op,
+                handler: table[op.opcode() as usize],
+            }
         })
         .collect()
 }

@@ -34,7 +34,11 @@ pub unsafe extern "C" fn run_slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64,
     // SAFETY: caller's contract; `pc` indexes verified code.
     unsafe {
         let funcs: &[_] = &(*vm).funcs;
-        let op = *funcs.get_unchecked(func as usize).code.add(pc as usize);
+        let op = funcs
+            .get_unchecked(func as usize)
+            .slots
+            .get_unchecked(pc as usize)
+            .op();
         slow_op(vm, func, regs, op, pc as usize + 1)
     }
 }

@@ -34,14 +34,12 @@ pub use crate::abi::{EntryFn, FrameRecord, STATUS_ERROR, STATUS_OK, offsets};
 pub use error::{RuntimeError, TraceEntry};
 pub use output::{Output, PendingOutput};
 
-use crate::bytecode::{Const, Module, Op};
+use crate::bytecode::{Const, Module};
 use heap::Heap;
 use region::Region;
 
 /// What the interpreter needs about a function, resolved once per VM.
 pub(crate) struct FnRuntime {
-    /// The function's bytecode (borrowed from the module).
-    pub(crate) code: *const Op,
     /// The constant pool as raw slots (strings already allocated).
     pub(crate) consts: Box<[u64]>,
     /// Ref registers that are not parameters: zeroed on entry.
@@ -148,7 +146,6 @@ impl<'m> Vm<'m> {
             .functions
             .iter()
             .map(|f| FnRuntime {
-                code: f.code.as_ptr(),
                 consts: f
                     .consts
                     .iter()
