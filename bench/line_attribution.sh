@@ -4,16 +4,17 @@
 # `perf inject --jit` and `perf report --sort sym,srcline`, and print the share of the
 # compiled code's samples (symbols `toy:jit...`) that land on their function's `fn` line,
 # with today's line tables and with the old fallback (TOYVM_JIT_OLD_LINE_FALLBACK=1: every
-# instruction Cranelift left without a source location on the `fn` line). Budget: at most
-# 5% on `fn` lines. Shares of samples, not timings: a busy machine does not change them.
+# instruction Cranelift left without a source location on the `fn` line), then the share
+# over all six, pooled and as the mean of the six shares. Budget: at most 5% on `fn` lines
+# over the six. Shares of samples, not timings: a busy machine does not change them.
 #
 # Usage (from anywhere):  bench/line_attribution.sh
 # Environment:
 #   BENCHES="fib loop calls mandelbrot spectral nbody"
 #   TOYVM=path    default target/release/toyvm (built if missing)
 #   FREQ=999      perf sampling frequency (cpu-clock)
-# A region's symbol ends with its function's `fn` line (`toy:jit:work:/path/loop.toy:2`, an
-# OSR variant's with `@PC` after it), so a row is on the `fn` line when its srcline
+# A region's symbol ends with its function's `fn` line (`toy:jit:work:/path/loop.toy:2`,
+# `toy:jit-osr:work:/path/loop.toy:2`), so a row is on the `fn` line when its srcline
 # `file.toy:N` has that same N. (`<main>`'s `fn` line is line 1.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ export PERF_CONFIG=$TMP/perfconfig DEBUGINFOD_URLS=
 # Sizes giving about a second of compiled code.
 declare -A SIZE=([fib]=36 [loop]=100000000 [calls]=300000000 [mandelbrot]=1500 [spectral]=1500 [nbody]=3000000)
 
-# fn_line_share NAME [ENV=VALUE] -> "JIT_SAMPLES FN_LINE_PERCENT"
+# fn_line_share NAME [ENV=VALUE] -> "JIT_SAMPLES FN_LINE_SAMPLES FN_LINE_PERCENT"
 fn_line_share() {
     local name=$1 dir="$TMP/$1$2"
     mkdir -p "$dir"
@@ -47,14 +48,27 @@ fn_line_share() {
                 m = split($5, src, ":"); line = src[m]
                 total += $2; if (line == fnline) fn += $2
             }
-            END { printf "%d %.1f\n", total, total ? 100 * fn / total : 0 }'
+            END { printf "%d %d %.1f\n", total, fn, total ? 100 * fn / total : 0 }'
     rm -rf "$dir"
 }
 
 echo "| benchmark | JIT samples | on \`fn\` lines, old fallback | on \`fn\` lines, now |"
 echo "|---|---:|---:|---:|"
+# Totals for the two summary rows: pooled (all samples together, so a benchmark
+# weighs by its sample count) and the mean of the six shares (each weighs the same,
+# whatever its size).
+all_old=0 all_old_fn=0 all=0 all_fn=0 sum_old=0 sum_now=0 n=0
 for name in $BENCHES; do
-    read -r _ old <<<"$(fn_line_share "$name" TOYVM_JIT_OLD_LINE_FALLBACK=1)"
-    read -r samples now <<<"$(fn_line_share "$name" "")"
+    read -r old_samples old_fn old <<<"$(fn_line_share "$name" TOYVM_JIT_OLD_LINE_FALLBACK=1)"
+    read -r samples fn now <<<"$(fn_line_share "$name" "")"
     echo "| $name | $samples | $old% | $now% |"
+    all_old=$((all_old + old_samples)) all_old_fn=$((all_old_fn + old_fn))
+    all=$((all + samples)) all_fn=$((all_fn + fn))
+    sum_old=$(awk -v a="$sum_old" -v b="$old" 'BEGIN { print a + b }')
+    sum_now=$(awk -v a="$sum_now" -v b="$now" 'BEGIN { print a + b }')
+    n=$((n + 1))
 done
+awk -v s="$all" -v of="$all_old_fn" -v os="$all_old" -v f="$all_fn" 'BEGIN {
+    printf "| all, pooled | %d | %.1f%% | %.1f%% |\n", s, os ? 100 * of / os : 0, s ? 100 * f / s : 0 }'
+awk -v n="$n" -v o="$sum_old" -v w="$sum_now" 'BEGIN {
+    printf "| mean of the %d shares | | %.1f%% | %.1f%% |\n", n, n ? o / n : 0, n ? w / n : 0 }'

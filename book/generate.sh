@@ -503,7 +503,7 @@ if command -v perf >/dev/null && command -v cc >/dev/null && command -v pkg-conf
         -o perf.data ./minijit --jitdump-dir . >/dev/null 2>&1 &&
         PERF_CONFIG="$WORK/perfconfig" perf inject --jit -i perf.data -o perf.jit.data &&
         PERF_CONFIG="$WORK/perfconfig" perf script -F ip,sym -i perf.jit.data 2>/dev/null |
-        awk 'BEGIN { RS = "" } /minijit::leaf/ { print; exit }' | sed 's/^[[:space:]]*[0-9a-f]* //') \
+        awk 'BEGIN { RS = "" } !done && /minijit::leaf/ { print; done = 1 }' | sed 's/^[[:space:]]*[0-9a-f]* //') \
         >"$OUT/minijit-dwarf-chain.txt"
     for dump in "$WORK"/minijit/jit-*.dump; do
         pid=${dump##*/jit-}
@@ -516,9 +516,11 @@ if command -v gdb >/dev/null; then
     gdb_session() { gdb -nx -batch -ex 'set pagination off' -ex 'set width 0' "$@" 2>&1 |
         grep -v -e '^warning: Missing auto-load' -e '^of file ' -e '^Use `info auto-load' \
             -e 'libthread_db' -e '^\[New Thread' -e '^\[Thread .* exited' -e '^\[Inferior' -e '^Kill the program'; }
+    # An explicit threshold, as in tests/gdb.rs: spin compiles on the
+    # interpreter's thread at its 1000th call, where the breakpoint is hit.
     gdb_session -ex 'set breakpoint pending on' -ex 'break -function toy:jit:spin:tests/gdb/hot.toy:5' \
         -ex run -ex 'info line' -ex list -ex up -ex down -ex finish -ex kill \
-        --args target/release/toyvm run --gdb tests/gdb/hot.toy 100 >"$OUT/gdb-breakpoint.txt"
+        --args target/release/toyvm run --gdb --jit-threshold 1000 tests/gdb/hot.toy 100 >"$OUT/gdb-breakpoint.txt"
     for flag in --gdb ""; do
         name=$([[ -n $flag ]] && echo with-gdb || echo without-gdb)
         target/release/toyvm run $flag tests/gdb/hot.toy 1000000000000 >"$WORK/hot.out" &

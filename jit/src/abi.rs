@@ -15,7 +15,6 @@
 //!   fixed function index), built as IR by hand ([`build_entry_shim`],
 //!   [`build_trampoline`]).
 
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{self, AbiParam, FuncRef, InstBuilder, MemFlagsData, Signature, types};
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::FunctionBuilder;
@@ -25,14 +24,7 @@ use vm::ast::Type;
 use vm::bytecode::Function;
 use vm::runtime::Vm;
 
-use crate::helpers;
-
-/// A native function's status when its depth check failed: an error not
-/// recorded yet (no trace entry either: the frame never became active, as
-/// in `interp_entry`). Never leaves compiled code: the native caller's
-/// failed-call path passes it to `toy_jit_push_trace`, the entry shim to
-/// `toy_jit_depth_exceeded`, and both record the error.
-pub const STATUS_DEPTH_EXCEEDED: u32 = 2;
+use crate::{frames, helpers};
 
 /// Cranelift type of a Toy value in a machine register.
 pub fn clif_type(ty: &Type) -> ir::Type {
@@ -188,13 +180,16 @@ imports! {
 }
 
 // ANCHOR: define_shim
-/// Builds the entry shim of `f` into `b` (whose signature is the entry
-/// ABI): loads the arguments from the frame, calls the native function
-/// `native`, stores the result to `base[0]`, and records the depth error
-/// with `depth_exceeded` if the native function's depth check failed.
+/// Builds the entry shim of function `func` (`f`) into `b` (whose
+/// signature is the entry ABI): enters the frame at `base` (see
+/// [`crate::frames`]; past the depth limit, records the depth error with
+/// `depth_exceeded` and fails, as `interp_entry` does), loads the
+/// arguments from the frame, calls the native function `native`, leaves
+/// the frame and stores the result to `base[0]`.
 pub fn build_entry_shim(
     b: &mut FunctionBuilder<'_>,
     f: &Function,
+    func: u32,
     native: FuncRef,
     depth_exceeded: FuncRef,
 ) {
@@ -203,6 +198,13 @@ pub fn build_entry_shim(
     b.switch_to_block(entry);
     b.set_srcloc(ir::SourceLoc::default());
     let (vmv, base) = (b.block_params(entry)[0], b.block_params(entry)[2]);
+    let too_deep = b.create_block();
+    b.set_cold_block(too_deep);
+    let room = frames::depth_room(b, vmv);
+    let depth_ok = b.create_block();
+    b.ins().brif(room.over, too_deep, &[], depth_ok, &[]);
+    b.switch_to_block(depth_ok);
+    frames::push_record(b, vmv, room.depth1, base, func);
     let mut args = vec![vmv, base];
     for (i, (_, ty)) in f.params.iter().enumerate() {
         let v = b
@@ -212,20 +214,12 @@ pub fn build_entry_shim(
     }
     let call = b.ins().call(native, &args);
     let (result, status) = (b.inst_results(call)[0], b.inst_results(call)[1]);
+    frames::pop_record(b, vmv);
     if f.ret.is_some() {
         b.ins().store(MemFlagsData::trusted(), result, base, 0);
     }
-    // The native function's depth check failed: record the error.
-    let depth_exceeded_block = b.create_block();
-    let done = b.create_block();
-    b.set_cold_block(depth_exceeded_block);
-    let over = b
-        .ins()
-        .icmp_imm_s(IntCC::Equal, status, STATUS_DEPTH_EXCEEDED as i64);
-    b.ins().brif(over, depth_exceeded_block, &[], done, &[]);
-    b.switch_to_block(done);
     b.ins().return_(&[status]);
-    b.switch_to_block(depth_exceeded_block);
+    b.switch_to_block(too_deep);
     let call = b.ins().call(depth_exceeded, &[vmv]);
     let status = b.inst_results(call)[0];
     b.ins().return_(&[status]);

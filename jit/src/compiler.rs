@@ -299,7 +299,7 @@ impl Compiler {
                 let native = jit_module.declare_func_in_func(native, b.func);
                 let depth_exceeded =
                     jit_module.declare_func_in_func(imports.depth_exceeded, b.func);
-                abi::build_entry_shim(b, f, native, depth_exceeded);
+                abi::build_entry_shim(b, f, func, native, depth_exceeded);
             },
         )?;
         self.set_state(func, FnState::Entered(native));

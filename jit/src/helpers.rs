@@ -108,8 +108,8 @@ pub unsafe extern "C" fn toy_jit_index_error(
 }
 
 /// Records the depth-limit error (no trace entry: the frame never became
-/// active, as in `interp_entry`); called by an entry shim whose native
-/// function returned [`crate::abi::STATUS_DEPTH_EXCEEDED`].
+/// active, as in `interp_entry`); called by an entry shim that found no
+/// room for its native function's frame (see [`crate::frames`]).
 ///
 /// # Safety
 /// As for [`toy_jit_fail`].
@@ -120,8 +120,8 @@ pub unsafe extern "C" fn toy_jit_depth_exceeded(vm: *mut Vm<'_>) -> u32 {
 
 /// Adds the trace entry of a call at `pc` of `func` whose callee failed;
 /// first records the depth-limit error if `depth_exceeded` is nonzero (the
-/// callee returned [`crate::abi::STATUS_DEPTH_EXCEEDED`]: its depth
-/// check failed and left the recording to its caller).
+/// call found no room for the callee's frame, see [`crate::frames`], so
+/// the callee never ran).
 ///
 /// # Safety
 /// As for [`toy_jit_fail`].

@@ -20,6 +20,8 @@
 //! * [`pipeline`]: define regions, then finalize a batch, register its
 //!   unwind info, report it to the profiler sinks and install it.
 //! * [`role`] and [`names`]: what a region is for, and what it is called.
+//! * [`frames`]: entering and leaving a Toy frame, done by the caller of a
+//!   native function (a compiled call site, an entry shim).
 //! * [`code_memory`], [`system_unwind`], [`line_table`], [`layout`],
 //!   [`limits`], [`stack_guard`]: the pieces the above rely on.
 //!
@@ -33,6 +35,7 @@ mod code_memory;
 mod compiler;
 mod cost;
 pub mod disasm;
+mod frames;
 mod helpers;
 mod layout;
 mod limits;

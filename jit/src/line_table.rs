@@ -22,8 +22,12 @@
 //! range after it in the block (the instructions the optimizer placed there
 //! feed it); in a block with no location at all (a split edge, a shared
 //! error block), that of the end of its only predecessor. Only what is
-//! left (the prologue, shims, an error block shared by several sites)
-//! gets the function's line. Blocks come from Cranelift's
+//! left (shims, an error block shared by several sites) gets the
+//! function's line, and so does Cranelift's prologue, up to the last of
+//! its unwind steps ([`Compiled::prologue_end`]): it would otherwise
+//! inherit the first statement's line, since nothing located precedes it
+//! in its block (the frame itself is entered by the caller, see
+//! `crate::frames`). Blocks come from Cranelift's
 //! `machine_code_cfg_info` (see `make_isa`).
 
 use cranelift_codegen::ir::SourceLoc;
@@ -123,6 +127,9 @@ pub struct Compiled<'a> {
     pub block_starts: &'a [u32],
     /// `(from, to)` block-start offsets of every control-flow edge.
     pub edges: &'a [(u32, u32)],
+    /// Where Cranelift's prologue ends (the frame set up, callee-saved
+    /// registers saved): the offset of its last unwind step, 0 if none.
+    pub prologue_end: u32,
 }
 
 /// `(offset, attribution)` rows for `code`: each row holds from its offset
@@ -130,11 +137,20 @@ pub struct Compiled<'a> {
 /// sorted, start at 0 and never repeat an attribution.
 pub fn attribute(code: &Compiled<'_>) -> Vec<(u32, Attribution)> {
     let old_fallback = std::env::var_os(OLD_FALLBACK_ENV).is_some();
-    let decoded: Vec<(u32, Option<Attribution>)> = code
-        .ranges
-        .iter()
-        .map(|&(start, _, loc)| (start, Attribution::decode(loc)))
-        .collect();
+    // The prologue is the function's, whatever its block holds after it
+    // (the first statement's code, where inheritance would put it).
+    let mut decoded: Vec<(u32, Option<Attribution>)> = Vec::with_capacity(code.ranges.len() + 1);
+    for &(start, end, loc) in code.ranges {
+        let a = Attribution::decode(loc);
+        if a.is_none() && start < code.prologue_end {
+            decoded.push((start, Some(Attribution::Function)));
+            if end > code.prologue_end {
+                decoded.push((code.prologue_end, None));
+            }
+        } else {
+            decoded.push((start, a));
+        }
+    }
     let resolved: Vec<Attribution> = if old_fallback {
         decoded
             .iter()
@@ -314,6 +330,7 @@ mod tests {
             ranges,
             block_starts: starts,
             edges,
+            prologue_end: 0,
         })
     }
 

@@ -222,6 +222,7 @@ impl CodeGen {
             ranges: &ranges,
             block_starts: &compiled.bb_starts,
             edges: &compiled.bb_edges,
+            prologue_end: prologue_end(&compiled.buffer),
         });
         self.check_room(size, fde.as_ref())
             .map_err(|e| format!("{name}: {e}"))?;
@@ -327,7 +328,7 @@ impl CodeGen {
                 // table before the borrow ends.
                 entry = Some(unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) });
             }
-            Role::Osr { .. } => {
+            Role::Osr => {
                 // SAFETY: `ptr` is a finalized OSR variant of `d.func` with
                 // the `OsrFn` signature (`Role::signature`).
                 osr = Some(unsafe { std::mem::transmute::<*const u8, OsrFn>(ptr) });
@@ -415,7 +416,7 @@ fn line_rows<'a>(module: &'a vm::bytecode::Module, d: &Defined) -> Vec<LineEntry
 /// line, and for inlined code also the caller and the call's line. Called
 /// before the code can run. False if `d` has no lines of its own.
 fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8]) -> bool {
-    if !matches!(d.role, Role::Native | Role::Osr { .. }) {
+    if !matches!(d.role, Role::Native | Role::Osr) {
         return false;
     }
     let line = |attribution| line_table::position(module, d.func, attribution).0;
@@ -467,3 +468,13 @@ fn make_isa() -> Result<OwnedTargetIsa, String> {
         .map_err(|e| format!("host ISA: {e}"))
 }
 // ANCHOR_END: make_isa
+
+/// Where Cranelift's prologue ends in `buffer`: the offset just after its
+/// last unwind step (pushing the frame pointer, setting it, saving each
+/// callee-saved register). On x86-64 only prologues record unwind steps.
+fn prologue_end(buffer: &cranelift_codegen::MachBufferFinalized<cranelift_codegen::Final>) -> u32 {
+    (buffer.unwind_info.iter())
+        .map(|&(offset, _)| offset)
+        .max()
+        .unwrap_or(0)
+}

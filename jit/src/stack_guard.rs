@@ -1,13 +1,16 @@
 //! The native stack check in compiled prologues.
 //!
 //! Every native function compares its stack pointer, after its frame is
-//! allocated and before it touches the frame body, with
-//! the VM's stack limit (`vm::abi::offsets::STACK_LIMIT`) (set by the driver for the run thread,
-//! see `vm::runtime::native_stack`): below the limit, it fails exactly as
-//! the depth check does, returning [`crate::abi::STATUS_DEPTH_EXCEEDED`],
-//! so deep recursion in compiled code ends with the same
+//! allocated and before it touches the frame body, with the VM's stack
+//! limit (`vm::abi::offsets::STACK_LIMIT`, set by the driver for the run
+//! thread, see `vm::runtime::native_stack`): below the limit, it records
+//! the depth error (`toy_jit_depth_exceeded`, no trace entry of its own)
+//! and fails, so its caller adds its trace entry exactly as after a failed
+//! depth check, and deep recursion in compiled code ends with the same
 //! "maximum recursion depth" error as in the interpreter instead of
-//! SIGSEGV. Cranelift's prologue only pushes the frame pointer and the
+//! SIGSEGV. The depth check itself is the caller's, which enters the
+//! frame (`crate::frames`); the stack check stays with the callee, whose
+//! frame size only it knows. Cranelift's prologue only pushes the frame pointer and the
 //! callee-saved registers before the check (a few words just below the
 //! caller's frame, which passed the check), so nothing is written below
 //! the limit's reserve.

@@ -60,10 +60,10 @@ pub struct FrameRecord {
     /// Index of the function running in it.
     pub func: u32,
     /// Only while a vmprof session records lines ([`Vm::vmprof_lines`]):
-    /// a bytecode index on the line the frame is executing (the
-    /// interpreter stores it at each instruction that starts a line,
-    /// compiled code before each call, so a caller's is on its call's
-    /// line). Stale otherwise; nothing but the sampler reads it.
+    /// a bytecode index on the line the frame is executing (0 when the
+    /// frame is entered; the interpreter stores it at each instruction that
+    /// starts a line, compiled code before each call, so a caller's is on
+    /// its call's line). Stale otherwise; nothing but the sampler reads it.
     pub pc: u32,
 }
 // ANCHOR_END: entry_abi

@@ -33,10 +33,12 @@ impl Translator<'_, '_> {
                 for (i, (_, ty)) in cf.params.iter().enumerate() {
                     args.push(self.read_as(b, base_reg + i as u8, clif_type(ty)));
                 }
+                self.enter_frame(b, callee_base, callee, pc);
                 let fref = self.helper(b, id);
                 let inst = b.ins().call(fref, &args);
-                let results = b.inst_results(inst);
-                (results[1], Some(results[0]))
+                let (result, status) = (b.inst_results(inst)[0], b.inst_results(inst)[1]);
+                frames::pop_record(b, self.vm);
+                (status, Some(result))
             }
             None => {
                 for i in 0..cf.params.len() {
@@ -63,6 +65,24 @@ impl Translator<'_, '_> {
             self.write(b, dst as usize, value);
         }
     }
+
+    // ANCHOR: enter_frame
+    /// Enters the frame of a native callee `callee` at `callee_base` for
+    /// the call at `pc` (see `crate::frames`): past the depth limit, the
+    /// call fails here, as in the interpreter.
+    fn enter_frame(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        callee_base: Value,
+        callee: u16,
+        pc: usize,
+    ) {
+        let room = frames::depth_room(b, self.vm);
+        let too_deep = self.too_deep_block(b);
+        self.exit_if(b, room.over, too_deep, &[pc as u32], &[]);
+        frames::push_record(b, self.vm, room.depth1, callee_base, callee as u32);
+    }
+    // ANCHOR_END: enter_frame
 
     /// Runs `op` through a memory-based helper: stores its scalar operands,
     /// calls `call` (which returns a status), reloads its result.

@@ -16,8 +16,12 @@ pub(super) struct ErrorBlocks {
     fail: Option<Block>,
     /// `(pc: i32, index: i64, length: i64)`: an index out of bounds.
     index: Option<Block>,
-    /// `(pc: i32)`: an inlined callee would exceed the depth limit.
-    inline_too_deep: Option<Block>,
+    /// `(pc: i32)`: a call (inlined or not) past the depth limit (see
+    /// `crate::frames`).
+    too_deep: Option<Block>,
+    /// `()`: the native stack is below its limit on entry (see
+    /// `crate::stack_guard`).
+    no_stack: Option<Block>,
 }
 
 /// A new cold block with parameters of types `params`, for one of the
@@ -87,16 +91,20 @@ impl Translator<'_, '_> {
         *(self.errors.index).get_or_insert_with(|| cold_block(b, &params))
     }
 
-    /// The shared block for an inlined call at `(pc)` that would exceed
-    /// the depth limit.
-    pub(super) fn inline_too_deep_block(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
-        *(self.errors.inline_too_deep).get_or_insert_with(|| cold_block(b, &[types::I32]))
+    /// The shared block for a call at `(pc)` past the depth limit.
+    pub(super) fn too_deep_block(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
+        *(self.errors.too_deep).get_or_insert_with(|| cold_block(b, &[types::I32]))
+    }
+
+    /// The block for a native stack below its limit on entry.
+    pub(super) fn no_stack_block(&mut self, b: &mut FunctionBuilder<'_>) -> Block {
+        *(self.errors.no_stack).get_or_insert_with(|| cold_block(b, &[]))
     }
 
     /// Emits the bodies of the shared cold blocks in use: each calls its
     /// helper with the function index and its parameters, then leaves
-    /// through the error exit, which returns `STATUS_ERROR` (restoring the
-    /// depth). Done after the last instruction, so no
+    /// through the error exit, which returns `STATUS_ERROR`. Done after the
+    /// last instruction, so no
     /// block is ever left half-filled, and not tied to any instruction: the
     /// source location is the function's own.
     pub(super) fn fill_error_blocks(&mut self, b: &mut FunctionBuilder<'_>) {
@@ -105,14 +113,23 @@ impl Translator<'_, '_> {
         let used = [
             (self.errors.fail, helpers.fail),
             (self.errors.index, helpers.index_error),
-            (self.errors.inline_too_deep, helpers.push_trace),
+            (self.errors.too_deep, helpers.push_trace),
         ];
+        if let Some(block) = self.errors.no_stack {
+            // The depth error without a trace entry: the caller adds its
+            // own, as after `interp_entry` found no room.
+            b.switch_to_block(block);
+            let helper = self.helper(b, helpers.depth_exceeded);
+            b.ins().call(helper, &[self.vm]);
+            let exit = self.error_exit(b);
+            b.ins().jump(exit, &[]);
+        }
         for (block, helper) in used {
             let Some(block) = block else { continue };
             b.switch_to_block(block);
             let mut args = vec![self.vm, b.ins().iconst(types::I32, self.env.func as i64)];
             args.extend_from_slice(b.block_params(block));
-            if Some(block) == self.errors.inline_too_deep {
+            if Some(block) == self.errors.too_deep {
                 // `toy_jit_push_trace`'s flag: record the depth error first.
                 args.push(b.ins().iconst(types::I32, 1));
             }
@@ -129,9 +146,6 @@ impl Translator<'_, '_> {
                 b.ins().return_(&[one]);
             }
             _ => {
-                let depth0 = self.depth0.expect("prologue ran");
-                b.ins()
-                    .store(flags(), depth0, self.vm, offsets::DEPTH as i32);
                 let zero = b.ins().iconst(types::I64, 0);
                 let zero = self.zero_of(b, zero);
                 b.ins().return_(&[zero, one]);
@@ -140,8 +154,8 @@ impl Translator<'_, '_> {
     }
 
     /// After a call at `pc`: continues in a fresh block when `status` is
-    /// OK; otherwise adds the caller's trace entry (recording the callee's
-    /// [`STATUS_DEPTH_EXCEEDED`] first) and leaves through the error exit.
+    /// OK; otherwise adds the caller's trace entry and leaves through the
+    /// error exit.
     /// Unlike the other checks, each call site keeps its own
     /// cold block with the helper call: calls are few, and with a shared
     /// block the register allocator shuffles `vm` around the hot call
@@ -162,14 +176,9 @@ impl Translator<'_, '_> {
         let helper = self.helper(b, self.env.imports.push_trace);
         let func = b.ins().iconst(types::I32, self.env.func as i64);
         let pcv = b.ins().iconst(types::I32, pc as i64);
-        // Computed here, in the cold block: passing `status` itself would
-        // make the register allocator copy it into the argument register
-        // on the hot path, right after every call.
-        let over = b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, status, STATUS_DEPTH_EXCEEDED as i64);
-        let over = b.ins().uextend(types::I32, over);
-        b.ins().call(helper, &[self.vm, func, pcv, over]);
+        // The callee recorded its error: no depth error to add.
+        let no_depth_error = b.ins().iconst(types::I32, 0);
+        b.ins().call(helper, &[self.vm, func, pcv, no_depth_error]);
         let exit = self.error_exit(b);
         b.ins().jump(exit, &[]);
         b.switch_to_block(ok);

@@ -41,15 +41,9 @@ impl Translator<'_, '_> {
         pc: usize,
     ) {
         let cf = &self.env.module.functions[callee as usize];
-        let depth = b
-            .ins()
-            .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
-        let max = b
-            .ins()
-            .load(types::I64, flags(), self.vm, offsets::MAX_DEPTH as i32);
-        let too_deep = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
-        let target = self.inline_too_deep_block(b);
-        self.exit_if(b, too_deep, target, &[pc as u32], &[]);
+        let room = frames::depth_room(b, self.vm);
+        let target = self.too_deep_block(b);
+        self.exit_if(b, room.over, target, &[pc as u32], &[]);
         // `--vmprof-inlined`: the inlined call gets the frame record a real
         // call would write, so samples inside it name the callee. Its registers
         // are not in that frame, but a leaf cannot collect garbage or fail,
@@ -58,8 +52,7 @@ impl Translator<'_, '_> {
             let callee_base = b
                 .ins()
                 .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
-            let depth1 = b.ins().iadd_imm_s(depth, 1);
-            self.push_frame_record(b, depth1, callee_base, callee as u32);
+            frames::push_record(b, self.vm, room.depth1, callee_base, callee as u32);
             callee_base
         });
         let mut slots = Vec::with_capacity(cf.reg_types.len());
@@ -95,7 +88,6 @@ impl Translator<'_, '_> {
             refs: HashMap::new(),
             vm: self.vm,
             base: self.base,
-            depth0: None,
             stored_line: None,
             error_exit: None,
             errors: ErrorBlocks::default(),
@@ -134,8 +126,7 @@ impl Translator<'_, '_> {
             }
         }
         if frame_base.is_some() {
-            b.ins()
-                .store(flags(), depth, self.vm, offsets::DEPTH as i32);
+            frames::pop_record(b, self.vm);
         }
         b.set_srcloc(srcloc);
     }

@@ -18,10 +18,9 @@
 //! * a store is left out when an earlier one in the same basic block
 //!   stored an index of the same line (callees write their own records,
 //!   never this one, so it still holds; the sampler only needs the line);
-//! * the record's address is recomputed from `vm.frames` and the depth on
-//!   entry (kept anyway for the return; `vm.depth` in an OSR variant, whose
-//!   frame is the innermost one there too) rather than kept from the
-//!   prologue: a value live across every call would take a callee-saved
+//! * the record's address is recomputed from `vm.frames` and `vm.depth`
+//!   (the frame is the innermost one while its code runs) rather than
+//!   kept: a value live across every call would take a callee-saved
 //!   register, which costs a spill and a reload around every call.
 
 use super::*;
@@ -49,25 +48,18 @@ impl Translator<'_, '_> {
             return;
         }
         self.stored_line = line;
-        // frames[depth].pc = pc, with depth = depth0 + 1 in a native
-        // function.
+        // frames[vm.depth].pc = pc
         let frames = b
             .ins()
             .load(types::I64, flags(), self.vm, offsets::FRAMES as i32);
-        let (depth, record_offset) = match self.depth0 {
-            Some(depth0) => (depth0, size_of::<vm::abi::FrameRecord>()),
-            None => {
-                let depth = b
-                    .ins()
-                    .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
-                (depth, 0)
-            }
-        };
+        let depth = b
+            .ins()
+            .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
         let offset = b.ins().ishl_imm_u(depth, 4);
         let record = b.ins().iadd(frames, offset);
         let pcv = b.ins().iconst(types::I32, pc as i64);
-        let at = (record_offset + offsets::RECORD_PC) as i32;
-        b.ins().store(flags(), pcv, record, at);
+        b.ins()
+            .store(flags(), pcv, record, offsets::RECORD_PC as i32);
         // Only the signal handler reads it: keep the store even before an
         // inlined call (`--vmprof-inlined`), where no instruction reads
         // memory.

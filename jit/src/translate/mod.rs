@@ -7,16 +7,11 @@
 //! `base` the frame's register 0 on the value stack, the parameters come in
 //! machine registers with their natural types (`int`/`bool`/references as
 //! `i64`, `float` as `f64`), and it returns the result (`0` for functions
-//! without one) and a status: the entry ABI's (`STATUS_OK`/`STATUS_ERROR`),
-//! or [`STATUS_DEPTH_EXCEEDED`](crate::abi::STATUS_DEPTH_EXCEEDED). Its prologue does what `interp_entry`
-//! does: the depth check, the frame record, `depth += 1`, zeroing ref
-//! registers; every exit restores `depth`. The record is written before
-//! the depth that covers it: the vmprof sampler reads the records from a
-//! signal handler (`vm::vmprof`). A failed depth check returns
-//! `STATUS_DEPTH_EXCEEDED` without recording anything (so the prologue
-//! has no helper call: one call costs the register allocator about as
-//! much as the rest of a small function): whoever receives that status
-//! records the error, the calling compiled code or the entry shim.
+//! without one) and the entry ABI's status (`STATUS_OK`/`STATUS_ERROR`). It
+//! runs in a frame its caller entered (depth and stack checks, frame
+//! record, `depth += 1`) and leaves (`depth -= 1`): the compiled call site
+//! or the entry shim, see [`crate::frames`]. Its own prologue only zeroes
+//! the reference registers and takes the parameters.
 //!
 //! The **OSR variant** `(vm, base, pc) -> status` of a function continues an
 //! interpreted activation at loop header `pc`: its entry block loads every
@@ -55,7 +50,7 @@
 //! | [`cfg`] | basic-block leaders and the edges into them |
 //! | [`analysis`] | which registers are written (the rest are fixed SSA values) |
 //! | `registers` | where each register lives; reads, writes, spills |
-//! | `frame` | prologue, frame record, returns |
+//! | `frame` | prologue, returns |
 //! | `instruction` | one bytecode instruction → IR |
 //! | `calls` | calls (direct, through the entry table) and helper calls |
 //! | [`inline`] | inlining small leaf callees |
@@ -84,7 +79,8 @@ use cranelift_module::{FuncId, Module};
 use vm::abi::offsets;
 use vm::bytecode::{Const, Flags, Function, Op, Reg};
 
-use crate::abi::{Imports, STATUS_DEPTH_EXCEEDED, clif_type, entry_signature};
+use crate::abi::{Imports, clif_type, entry_signature};
+use crate::frames;
 use crate::helpers::codes;
 use crate::layout::ArrayLayout;
 use crate::limits::InlineBudget;
@@ -146,7 +142,6 @@ pub fn translate(
         refs: HashMap::new(),
         vm: Value::from_u32(0),
         base: Value::from_u32(0),
-        depth0: None,
         stored_line: None,
         error_exit: None,
         errors: ErrorBlocks::default(),
@@ -171,8 +166,6 @@ struct Translator<'a, 'j> {
     refs: HashMap<FuncId, FuncRef>,
     vm: Value,
     base: Value,
-    /// `vm.depth` on entry (native variant), restored on every exit.
-    depth0: Option<Value>,
     /// vmprof lines mode: the line of the index last stored in the frame
     /// record in the current basic block (see `lines`).
     stored_line: Option<u32>,
@@ -191,11 +184,6 @@ struct Translator<'a, 'j> {
     /// What is left for inlining in this function (see `crate::limits`).
     inline_budget: InlineBudget,
 }
-
-// The frame-record layout `push_frame_record` writes.
-const _: () = assert!(size_of::<vm::abi::FrameRecord>() == 1 << 4);
-const _: () = assert!(std::mem::offset_of!(vm::abi::FrameRecord, base) == 0);
-const _: () = assert!(std::mem::offset_of!(vm::abi::FrameRecord, func) == 8);
 
 /// The trap of an OSR variant called with a `pc` that is no loop header
 /// (see `Translator::osr_dispatch`).

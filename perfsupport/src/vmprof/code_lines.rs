@@ -12,9 +12,11 @@
 //! `key` is the VM's key of the code the bytes belong to, the same key as
 //! in its frame records ([`super::FrameView::key_offset`]): for inlined
 //! code, the inlined callee's. The handler uses a row's line only when its
-//! key is the innermost frame's; otherwise (a prologue that has not
-//! written its record yet, an inlined callee without a record of its own)
-//! it takes the line from the frame record, like for a caller.
+//! key is the innermost frame's; otherwise (code running while another
+//! frame is the innermost record: a callee's prologue before its record is
+//! written, or a caller that has written its callee's record and not yet
+//! called it; an inlined callee without a record of its own) it takes the
+//! line from the frame record, like for a caller.
 //!
 //! # Signal safety
 //!
