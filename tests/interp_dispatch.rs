@@ -181,3 +181,45 @@ fn the_mangled_name_parser_reads_handler_symbols() {
     );
     assert_eq!(handler_name("_ZN2vm6interp12interp_entry17h0E"), None);
 }
+
+/// The handlers' addresses depend only on the handlers: they are linked
+/// into `.text.hot` (the `link_section` in `vm/src/interp/handlers.rs`,
+/// `-z keep-text-section-prefix` in `.cargo/config.toml`), which starts on
+/// a page, so a change elsewhere in the binary does not move them modulo
+/// 4096 (it changed `nbody` and `mandelbrot` in the interpreter by 10-18%;
+/// see `bench/RESULTS.md`).
+#[test]
+fn the_handlers_live_in_a_page_aligned_section_of_their_own() {
+    let path = env!("CARGO_BIN_EXE_toyvm");
+    let data = std::fs::read(path).expect("read the toyvm binary");
+    let file = object::File::parse(&*data).expect("parse the toyvm binary");
+    let hot = file
+        .section_by_name(".text.hot")
+        .expect("a .text.hot section (is -z keep-text-section-prefix in the link flags?)");
+    assert_eq!(hot.address() % 4096, 0, ".text.hot starts on a page");
+    let in_hot = |symbol: &object::Symbol<'_, '_>| {
+        symbol.section_index() == Some(hot.index()) && symbol.kind() == SymbolKind::Text
+    };
+    let mut hot_handlers = std::collections::BTreeSet::new();
+    let mut entry_in_hot = false;
+    for symbol in file.symbols() {
+        let Ok(name) = symbol.name() else { continue };
+        if let Some(handler) = handler_name(name)
+            && in_hot(&symbol)
+        {
+            hot_handlers.insert(handler.to_string());
+        }
+        if name.starts_with("_ZN2vm6interp12interp_entry") && in_hot(&symbol) {
+            entry_in_hot = true;
+        }
+    }
+    for name in [
+        "AddI", "MulF", "GetElem", "SetElem", "Jmp", "ForLoop", "Call", "Return",
+    ] {
+        assert!(
+            hot_handlers.contains(name),
+            "{name} not in .text.hot: {hot_handlers:?}"
+        );
+    }
+    assert!(entry_in_hot, "interp_entry is not in .text.hot");
+}

@@ -64,6 +64,8 @@ pub use slow::run_slow_op;
 /// `func` a function index of it, and `base` the start of a window of at
 /// least that function's `frame_size` slots inside the VM's value stack,
 /// with the arguments in place.
+// With the handlers: see `handlers`' hot section.
+#[unsafe(link_section = ".text.hot.toyvm_interp")]
 pub unsafe extern "C" fn interp_entry(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
     // SAFETY: the caller's contract.
     unsafe {
