@@ -10,10 +10,10 @@
 //! "maximum recursion depth" error as in the interpreter instead of
 //! SIGSEGV. The depth check itself is the caller's, which enters the
 //! frame (`crate::frames`); the stack check stays with the callee, whose
-//! frame size only it knows. Cranelift's prologue only pushes the frame pointer and the
-//! callee-saved registers before the check (a few words just below the
-//! caller's frame, which passed the check), so nothing is written below
-//! the limit's reserve.
+//! frame size only it knows. Cranelift's prologue only pushes the frame
+//! pointer and the callee-saved registers before the check (a few words
+//! just below the caller's frame, which passed its own check), so nothing
+//! is written below the limit's reserve.
 //!
 //! On x86-64 the check is `cmp rsp, [vm + STACK_LIMIT]` and a branch to
 //! the cold failure block. The driver sizes the stack for

@@ -8,10 +8,11 @@
 //! machine registers with their natural types (`int`/`bool`/references as
 //! `i64`, `float` as `f64`), and it returns the result (`0` for functions
 //! without one) and the entry ABI's status (`STATUS_OK`/`STATUS_ERROR`). It
-//! runs in a frame its caller entered (depth and stack checks, frame
-//! record, `depth += 1`) and leaves (`depth -= 1`): the compiled call site
-//! or the entry shim, see [`crate::frames`]. Its own prologue only zeroes
-//! the reference registers and takes the parameters.
+//! runs in a frame its caller entered (depth check, frame record, `depth
+//! += 1`) and leaves (`depth -= 1`): the compiled call site or the entry
+//! shim, see [`crate::frames`]. Its own prologue checks the native stack
+//! (its frame is its own, see [`crate::stack_guard`]), zeroes the
+//! reference registers and takes the parameters.
 //!
 //! The **OSR variant** `(vm, base, pc) -> status` of a function continues an
 //! interpreted activation at loop header `pc`: its entry block loads every
@@ -50,7 +51,7 @@
 //! | [`cfg`] | basic-block leaders and the edges into them |
 //! | [`analysis`] | which registers are written (the rest are fixed SSA values) |
 //! | `registers` | where each register lives; reads, writes, spills |
-//! | `frame` | prologue, returns |
+//! | `frame` | prologue (stack check, parameters), returns |
 //! | `instruction` | one bytecode instruction → IR |
 //! | `calls` | calls (direct, through the entry table) and helper calls |
 //! | [`inline`] | inlining small leaf callees |
