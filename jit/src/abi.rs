@@ -204,7 +204,8 @@ pub fn build_entry_shim(
     let depth_ok = b.create_block();
     b.ins().brif(room.over, too_deep, &[], depth_ok, &[]);
     b.switch_to_block(depth_ok);
-    frames::push_record(b, vmv, room.depth1, base, func);
+    let records = frames::frames(b, vmv);
+    frames::push_record(b, vmv, records, room.depth1, base, func);
     let mut args = vec![vmv, base];
     for (i, (_, ty)) in f.params.iter().enumerate() {
         let v = b

@@ -51,6 +51,8 @@ fn flags() -> MemFlagsData {
 
 /// The depth a new frame would get, and whether it would pass the limit.
 pub struct DepthRoom {
+    /// `vm.depth`: the caller's frame.
+    pub depth: Value,
     /// `vm.depth + 1`: the new frame's depth.
     pub depth1: Value,
     /// `vm.depth >= vm.max_depth` (`depth1 > vm.max_depth`, without
@@ -66,7 +68,11 @@ pub fn depth_room(b: &mut FunctionBuilder<'_>, vm: Value) -> DepthRoom {
         .load(types::I64, flags(), vm, offsets::MAX_DEPTH as i32);
     let depth1 = b.ins().iadd_imm_s(depth, 1);
     let over = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
-    DepthRoom { depth1, over }
+    DepthRoom {
+        depth,
+        depth1,
+        over,
+    }
 }
 
 // ANCHOR: push_record
@@ -80,12 +86,16 @@ pub fn depth_room(b: &mut FunctionBuilder<'_>, vm: Value) -> DepthRoom {
 /// without it, Cranelift's dead-store elimination may drop the depth store
 /// when nothing before the next depth store reads memory (an inlined leaf),
 /// since it cannot know that a signal handler reads it.
-pub fn push_record(b: &mut FunctionBuilder<'_>, vm: Value, depth1: Value, base: Value, func: u32) {
-    let frames = b
-        .ins()
-        .load(types::I64, flags(), vm, offsets::FRAMES as i32);
-    let rec_off = b.ins().ishl_imm_u(depth1, 4);
-    let rec = b.ins().iadd(frames, rec_off);
+/// `frames` is `vm.frames` ([`frames`]).
+pub fn push_record(
+    b: &mut FunctionBuilder<'_>,
+    vm: Value,
+    frames: Value,
+    depth1: Value,
+    base: Value,
+    func: u32,
+) {
+    let rec = record(b, frames, depth1);
     b.ins().store(flags(), base, rec, 0);
     // `func` and `pc` (0, the frame's first instruction) in one store.
     let func_pc = b.ins().iconst(types::I64, func as i64);
@@ -94,6 +104,18 @@ pub fn push_record(b: &mut FunctionBuilder<'_>, vm: Value, depth1: Value, base: 
     b.ins().sequence_point();
 }
 // ANCHOR_END: push_record
+
+/// `vm.frames`, the address of record 0.
+pub fn frames(b: &mut FunctionBuilder<'_>, vm: Value) -> Value {
+    b.ins()
+        .load(types::I64, flags(), vm, offsets::FRAMES as i32)
+}
+
+/// The address of record `depth`, `frames + depth * 16`.
+pub fn record(b: &mut FunctionBuilder<'_>, frames: Value, depth: Value) -> Value {
+    let offset = b.ins().ishl_imm_u(depth, 4);
+    b.ins().iadd(frames, offset)
+}
 
 /// Step 3: leaves the frame entered by [`push_record`]: `vm.depth -= 1`.
 /// The depth is loaded again rather than kept from step 1: a value live

@@ -52,7 +52,8 @@ impl Translator<'_, '_> {
             let callee_base = b
                 .ins()
                 .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
-            frames::push_record(b, self.vm, room.depth1, callee_base, callee as u32);
+            let frames = frames::frames(b, self.vm);
+            frames::push_record(b, self.vm, frames, room.depth1, callee_base, callee as u32);
             callee_base
         });
         let mut slots = Vec::with_capacity(cf.reg_types.len());

@@ -43,20 +43,31 @@ impl Translator<'_, '_> {
     /// Stores `pc` in the frame record (lines mode only), unless an earlier
     /// store in this basic block stored an index of the same line.
     pub(super) fn store_pc(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) {
+        if self.pc_store_due(pc) {
+            // frames[vm.depth].pc = pc
+            let records = frames::frames(b, self.vm);
+            let depth = b
+                .ins()
+                .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
+            let record = frames::record(b, records, depth);
+            self.store_pc_in(b, record, pc);
+        }
+    }
+
+    /// Whether `pc` must be stored (lines mode, and no earlier store in
+    /// this basic block stored an index of the same line); if so, counts
+    /// it as stored.
+    pub(super) fn pc_store_due(&mut self, pc: usize) -> bool {
         let line = self.f.spans.get(pc).map(|span| span.line);
         if !self.env.vmprof_lines || (line.is_some() && line == self.stored_line) {
-            return;
+            return false;
         }
         self.stored_line = line;
-        // frames[vm.depth].pc = pc
-        let frames = b
-            .ins()
-            .load(types::I64, flags(), self.vm, offsets::FRAMES as i32);
-        let depth = b
-            .ins()
-            .load(types::I64, flags(), self.vm, offsets::DEPTH as i32);
-        let offset = b.ins().ishl_imm_u(depth, 4);
-        let record = b.ins().iadd(frames, offset);
+        true
+    }
+
+    /// Stores `pc` in the frame record at `record`.
+    pub(super) fn store_pc_in(&mut self, b: &mut FunctionBuilder<'_>, record: Value, pc: usize) {
         let pcv = b.ins().iconst(types::I32, pc as i64);
         b.ins()
             .store(flags(), pcv, record, offsets::RECORD_PC as i32);
