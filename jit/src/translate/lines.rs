@@ -21,7 +21,9 @@
 //! * the record's address is recomputed from `vm.frames` and `vm.depth`
 //!   (the frame is the innermost one while its code runs) rather than
 //!   kept: a value live across every call would take a callee-saved
-//!   register, which costs a spill and a reload around every call.
+//!   register, which costs a spill and a reload around every call. A call
+//!   of a native function uses the two values it loads anyway to enter the
+//!   callee's frame (`Translator::enter_frame`).
 
 use super::*;
 
