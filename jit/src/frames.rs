@@ -86,6 +86,7 @@ pub fn depth_room(b: &mut FunctionBuilder<'_>, vm: Value) -> DepthRoom {
 /// without it, Cranelift's dead-store elimination may drop the depth store
 /// when nothing before the next depth store reads memory (an inlined leaf),
 /// since it cannot know that a signal handler reads it.
+///
 /// `frames` is `vm.frames` ([`frames`]).
 pub fn push_record(
     b: &mut FunctionBuilder<'_>,

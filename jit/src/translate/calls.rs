@@ -15,21 +15,21 @@ impl Translator<'_, '_> {
         let cf = &self.env.module.functions[callee as usize];
         self.array_fields.clear();
         let inlined = self.inline_budget.take(cf);
-        let native = (self.env.natives)(callee as u32);
-        // vmprof lines mode: an inlined call without a record of its own
-        // needs no store, its code's line table names the call's line; a
-        // native call stores while it enters the callee's frame.
-        if (inlined && self.env.inlined_frames) || (!inlined && native.is_none()) {
-            self.store_pc(b, pc);
-        }
+        // vmprof lines mode: each kind of call stores `pc` in the caller's
+        // record its own way (see `lines`).
         if inlined {
+            // Only with a record of its own: otherwise the inlined code's
+            // line table names the call's line.
+            if self.env.inlined_frames {
+                self.store_pc(b, pc);
+            }
             self.inline_leaf(b, callee, base_reg, dst, pc);
             return;
         }
         let callee_base = b
             .ins()
             .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
-        let (status, result) = match native {
+        let (status, result) = match (self.env.natives)(callee as u32) {
             Some(id) => {
                 let mut args = vec![self.vm, callee_base];
                 for (i, (_, ty)) in cf.params.iter().enumerate() {
@@ -43,6 +43,7 @@ impl Translator<'_, '_> {
                 (status, Some(result))
             }
             None => {
+                self.store_pc(b, pc);
                 for i in 0..cf.params.len() {
                     self.spill(b, base_reg as usize + i);
                 }
