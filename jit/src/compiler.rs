@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use cranelift_module::{FuncId, Module as _};
 use perfsupport::Profilers;
-use vm::abi::{EntryFn, OsrFn, Vm};
+use vm::abi::{EntryFn, Locations, OsrFn, Vm};
 use vm::bytecode::Module;
 
 use crate::disasm::Listing;
 use crate::pipeline::{CodeGen, Finished};
 use crate::role::Role;
 use crate::translate::{self, Env};
-use crate::{abi, limits};
+use crate::{abi, frames, limits};
 
 /// Where one function stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,8 +56,9 @@ pub trait Source {
     fn constants(&self, func: u32) -> &[u64];
     /// `--vmprof-inlined`: inlined calls get frame records.
     fn inlined_frames(&self) -> bool;
-    /// `--vmprof-lines`: compiled code stores call-site pcs in its record.
-    fn vmprof_lines(&self) -> bool;
+    /// `--vmprof-lines`: compiled code stores its call sites' locations
+    /// in its record.
+    fn vmprof_locations(&self) -> Option<&Locations>;
 }
 
 impl Source for Vm<'_> {
@@ -70,8 +71,8 @@ impl Source for Vm<'_> {
     fn inlined_frames(&self) -> bool {
         self.vmprof_inlined_frames()
     }
-    fn vmprof_lines(&self) -> bool {
-        Vm::vmprof_lines(self)
+    fn vmprof_locations(&self) -> Option<&Locations> {
+        Vm::vmprof_locations(self)
     }
 }
 
@@ -82,7 +83,7 @@ pub struct Program {
     module: Module,
     constants: Vec<Box<[u64]>>,
     inlined_frames: bool,
-    vmprof_lines: bool,
+    vmprof_locations: Option<Locations>,
     vmprof_main: Option<perfsupport::vmprof::CodeId>,
 }
 
@@ -97,7 +98,7 @@ impl Program {
             module,
             constants,
             inlined_frames: vm.vmprof_inlined_frames(),
-            vmprof_lines: vm.vmprof_lines(),
+            vmprof_locations: vm.vmprof_locations().cloned(),
             vmprof_main: vm.vmprof_main(),
         }
     }
@@ -119,8 +120,8 @@ impl Source for Program {
     fn inlined_frames(&self) -> bool {
         self.inlined_frames
     }
-    fn vmprof_lines(&self) -> bool {
-        self.vmprof_lines
+    fn vmprof_locations(&self) -> Option<&Locations> {
+        self.vmprof_locations.as_ref()
     }
 }
 
@@ -278,7 +279,7 @@ impl Compiler {
                     array,
                     call_conv,
                     inlined_frames: src.inlined_frames(),
-                    vmprof_lines: src.vmprof_lines(),
+                    locations: src.vmprof_locations(),
                 };
                 translate::translate(b, jit_module, &env, role);
             })
@@ -290,6 +291,7 @@ impl Compiler {
         let module = src.module();
         let id = self.codegen.declare(module, func, Role::EntryShim)?;
         let f = &module.functions[func as usize];
+        let first = frames::first_location(src.vmprof_locations(), func);
         self.codegen.define(
             module,
             func,
@@ -299,7 +301,7 @@ impl Compiler {
                 let native = jit_module.declare_func_in_func(native, b.func);
                 let depth_exceeded =
                     jit_module.declare_func_in_func(imports.depth_exceeded, b.func);
-                abi::build_entry_shim(b, f, func, native, depth_exceeded);
+                abi::build_entry_shim(b, f, func, first, native, depth_exceeded);
             },
         )?;
         self.set_state(func, FnState::Entered(native));
@@ -347,7 +349,7 @@ impl Compiler {
         let mut warnings = Vec::new();
         let finished = self.codegen.finish(
             src.module(),
-            src.vmprof_lines(),
+            src.vmprof_locations().is_some(),
             &self.profilers,
             &mut warnings,
         );

@@ -9,7 +9,9 @@
 //!    `vm.max_depth`, or the call fails with the Toy error "maximum
 //!    recursion depth exceeded", at the call, as in the interpreter.
 //! 2. **Record** ([`push_record`]): `frames[depth + 1] = { base, func,
-//!    pc: 0 }`, *then* `vm.depth = depth + 1`.
+//!    pc }`, *then* `vm.depth = depth + 1` (`pc`: in vmprof lines mode the
+//!    location of the callee's instruction 0, [`first_location`]; 0
+//!    otherwise).
 //! 3. **Leave** ([`pop_record`]) after the call returns, whatever its
 //!    status: `vm.depth -= 1`.
 //!
@@ -30,20 +32,21 @@
 //! Between the depth store and the call instruction (a few register
 //! moves), a vmprof sample sees the callee's frame while the program
 //! counter is still the caller's: such a sample names the callee at its
-//! first line (its record's `pc` 0), or, in a recursive call, at the call's
-//! line.
+//! first line (its record's `pc` is instruction 0's), or, in a recursive
+//! call, at the call's line.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use cranelift_frontend::FunctionBuilder;
-use vm::abi::{FrameRecord, offsets};
+use vm::abi::{FrameRecord, Locations, offsets};
 
 // The record layout `push_record` writes: `func` and `pc` are one 8-byte
-// store of `func` (so `pc` becomes 0).
+// store.
 const _: () = assert!(size_of::<FrameRecord>() == 1 << 4);
 const _: () = assert!(std::mem::offset_of!(FrameRecord, base) == 0);
 const _: () = assert!(std::mem::offset_of!(FrameRecord, func) == 8);
 const _: () = assert!(std::mem::offset_of!(FrameRecord, pc) == 12);
+const _: () = assert!(cfg!(target_endian = "little"));
 
 fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
@@ -77,8 +80,8 @@ pub fn depth_room(b: &mut FunctionBuilder<'_>, vm: Value) -> DepthRoom {
 
 // ANCHOR: push_record
 /// Step 2: enters frame `depth1` by writing its record `frames[depth1] = {
-/// base, func, pc: 0 }`, *then* storing `depth1` as the VM's depth. In this
-/// order because the vmprof sampler reads the records from a signal
+/// base, func, pc: first }`, *then* storing `depth1` as the VM's depth. In
+/// this order because the vmprof sampler reads the records from a signal
 /// handler: one that interrupts between the stores sees the old depth,
 /// never a stale record (Cranelift keeps stores in program order).
 ///
@@ -87,7 +90,8 @@ pub fn depth_room(b: &mut FunctionBuilder<'_>, vm: Value) -> DepthRoom {
 /// when nothing before the next depth store reads memory (an inlined leaf),
 /// since it cannot know that a signal handler reads it.
 ///
-/// `frames` is `vm.frames` ([`frames`]).
+/// `frames` is `vm.frames` ([`frames`]); `first` is
+/// [`first_location`]`(func)`.
 pub fn push_record(
     b: &mut FunctionBuilder<'_>,
     vm: Value,
@@ -95,14 +99,25 @@ pub fn push_record(
     depth1: Value,
     base: Value,
     func: u32,
+    first: u32,
 ) {
     let rec = record(b, frames, depth1);
     b.ins().store(flags(), base, rec, 0);
-    // `func` and `pc` (0, the frame's first instruction) in one store.
-    let func_pc = b.ins().iconst(types::I64, func as i64);
+    // `func` and `pc` in one store (little-endian: `pc` is the high half).
+    let func_pc = b.ins().iconst(
+        types::I64,
+        (u64::from(first) << 32 | u64::from(func)) as i64,
+    );
     b.ins().store(flags(), func_pc, rec, 8);
     b.ins().store(flags(), depth1, vm, offsets::DEPTH as i32);
     b.ins().sequence_point();
+}
+
+/// What a new frame of `func` starts with as its record's `pc`: in vmprof
+/// lines mode (`locations`), the location of its instruction 0; 0
+/// otherwise, which keeps the record's second half one small immediate.
+pub fn first_location(locations: Option<&Locations>, func: u32) -> u32 {
+    locations.map_or(0, |l| l.at(func, 0))
 }
 // ANCHOR_END: push_record
 

@@ -38,7 +38,7 @@
 //! allocating, printing and parsing instructions to [`run_slow_op`].
 //! Nothing ever unwinds (panics) across an entry.
 
-pub use crate::interp::{interp_entry, run_slow_op};
+pub use crate::interp::{LOCATION_SHIFT, Locations, interp_entry, run_slow_op};
 pub use crate::runtime::tier::OsrFn;
 pub use crate::runtime::{RuntimeError, Vm};
 
@@ -60,10 +60,11 @@ pub struct FrameRecord {
     /// Index of the function running in it.
     pub func: u32,
     /// Only while a vmprof session records lines ([`Vm::vmprof_lines`]):
-    /// a bytecode index on the line the frame is executing (0 when the
-    /// frame is entered; the interpreter stores it at each instruction that
-    /// starts a line, compiled code before each call, so a caller's is on
-    /// its call's line). Stale otherwise; nothing but the sampler reads it.
+    /// the [location](Locations) of an instruction on the line the frame is
+    /// executing (instruction 0's when the frame is entered; the
+    /// interpreter stores it at each instruction that starts a line,
+    /// compiled code before each call, so a caller's is on its call's
+    /// line). Stale otherwise; nothing but the sampler reads it.
     pub pc: u32,
 }
 // ANCHOR_END: entry_abi
@@ -81,8 +82,8 @@ pub mod offsets {
     pub const MAX_DEPTH: usize = std::mem::offset_of!(Vm<'static>, max_depth);
     /// The frame records (`*mut FrameRecord`), indexed by depth.
     pub const FRAMES: usize = std::mem::offset_of!(Vm<'static>, frames);
-    /// A frame record's location for vmprof lines mode (`u32`, see
-    /// [`super::FrameRecord::pc`]).
+    /// A frame record's instruction location for vmprof lines mode
+    /// (`u32`, see [`super::FrameRecord::pc`]).
     pub const RECORD_PC: usize = std::mem::offset_of!(super::FrameRecord, pc);
     /// The entry table (`*mut EntryFn`), indexed by function.
     pub const ENTRY_TABLE: usize = std::mem::offset_of!(Vm<'static>, entry_table);

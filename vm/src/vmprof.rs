@@ -29,11 +29,14 @@
 //!
 //! **Lines** ([`VmprofOptions::lines`], `--vmprof-lines`): every frame of
 //! every sample also gets the line it is executing. Each record's
-//! [`FrameRecord::pc`] holds a bytecode index, mapped to a line through
-//! each function's spans ([`FrameLines`]): the interpreter stores it at
-//! every instruction that starts a line (those instructions' slots get the
-//! storing handler, see `interp::handlers::slots`), compiled code before
-//! every call; the innermost compiled frame's line comes from the
+//! [`FrameRecord::pc`] holds the location of an instruction (the low 32
+//! bits of its address in the interpreter's code, see
+//! [`crate::abi::Locations`]), which the sampler maps to a bytecode index
+//! with the function's base and to a line through its spans
+//! ([`FrameLines`]): the interpreter stores it at every instruction that
+//! starts a line (those instructions' slots get the storing handler, see
+//! `interp::handlers::slots`), compiled code before every call; the
+//! innermost compiled frame's line comes from the
 //! interrupted program counter and the line tables the JIT publishes
 //! (`perfsupport::vmprof::code_lines`). Without lines every tier runs the
 //! code it runs unprofiled.
@@ -46,6 +49,7 @@ use perfsupport::vmprof::{
     VmprofError, install_frame_view,
 };
 
+use crate::abi::LOCATION_SHIFT;
 use crate::runtime::{FrameRecord, Vm};
 
 /// The code-object class of Toy functions: names start with `toy:`.
@@ -137,6 +141,9 @@ impl Session {
             .meta
             .push((COMPILER_FRAME_META.to_owned(), COMPILER_FRAME.to_owned()));
         vmprof::enable_path(&options.path, &enable)?;
+        if options.lines {
+            vm.record_lines();
+        }
         // ANCHOR: frame_view
         let view = FrameView {
             depth: &vm.depth,
@@ -145,8 +152,12 @@ impl Session {
             stride: size_of::<FrameRecord>(),
             key_offset: std::mem::offset_of!(FrameRecord, func),
             ids: code_ids,
-            lines: options.lines.then(|| FrameLines {
+            lines: vm.vmprof_locations().map(|locations| FrameLines {
                 location_offset: std::mem::offset_of!(FrameRecord, pc),
+                // A record's `pc` is an instruction's location: its
+                // function's base plus 16 bytes per instruction.
+                bases: locations.bases().into(),
+                shift: LOCATION_SHIFT,
                 // Per function, the line of each bytecode index.
                 lines: (module.functions.iter())
                     .map(|f| f.spans.iter().map(|span| span.line).collect())
@@ -161,9 +172,6 @@ impl Session {
         let view = unsafe { install_frame_view(view) };
         // ANCHOR_END: frame_view
         vm.vmprof_inlined_frames = options.inlined_frames;
-        if options.lines {
-            vm.record_lines();
-        }
         vm.vmprof_main = main_code;
         Ok(Session {
             finished: false,

@@ -73,7 +73,7 @@ impl Translator<'_, '_> {
     /// Enters the frame of a native callee `callee` at `callee_base` for
     /// the call at `pc` (see `crate::frames`): past the depth limit, the
     /// call fails here, as in the interpreter. In vmprof lines mode it
-    /// first stores `pc` in the caller's record, with the depth and record
+    /// first stores `pc`'s location in the caller's record, with the depth and record
     /// array it loads anyway (loaded again for the store alone, they made
     /// `fib` 25% slower in lines mode).
     fn enter_frame(
@@ -91,7 +91,16 @@ impl Translator<'_, '_> {
         }
         let too_deep = self.too_deep_block(b);
         self.exit_if(b, room.over, too_deep, &[pc as u32], &[]);
-        frames::push_record(b, self.vm, records, room.depth1, callee_base, callee as u32);
+        let first = frames::first_location(self.env.locations, callee as u32);
+        frames::push_record(
+            b,
+            self.vm,
+            records,
+            room.depth1,
+            callee_base,
+            callee as u32,
+            first,
+        );
     }
     // ANCHOR_END: enter_frame
 

@@ -53,7 +53,16 @@ impl Translator<'_, '_> {
                 .ins()
                 .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
             let frames = frames::frames(b, self.vm);
-            frames::push_record(b, self.vm, frames, room.depth1, callee_base, callee as u32);
+            let first = frames::first_location(self.env.locations, callee as u32);
+            frames::push_record(
+                b,
+                self.vm,
+                frames,
+                room.depth1,
+                callee_base,
+                callee as u32,
+                first,
+            );
             callee_base
         });
         let mut slots = Vec::with_capacity(cf.reg_types.len());
@@ -77,7 +86,7 @@ impl Translator<'_, '_> {
             call_conv: self.env.call_conv,
             // A leaf makes no calls.
             inlined_frames: false,
-            vmprof_lines: false,
+            locations: None,
         };
         let mut inner = Translator {
             f: cf,

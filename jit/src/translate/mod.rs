@@ -116,11 +116,11 @@ pub struct Env<'a> {
     /// `toyvm run --vmprof-inlined` (`Vm::vmprof_inlined_frames`):
     /// inlined leaf callees get a frame record too, so profiles show them.
     pub inlined_frames: bool,
-    /// `toyvm run --vmprof-lines` (`Vm::vmprof_lines`): store the bytecode
-    /// index of every instruction that calls out (a Toy call, inlined or
-    /// not, a helper) in the frame record before it, so that samples find
-    /// a caller's line (see `lines`).
-    pub vmprof_lines: bool,
+    /// `toyvm run --vmprof-lines` (`Vm::vmprof_locations`): store the
+    /// location of every instruction that calls out (a Toy call, inlined
+    /// or not, a helper) in the frame record before it, so that samples
+    /// find a caller's line (see `lines`).
+    pub locations: Option<&'a vm::abi::Locations>,
 }
 
 /// Translates `env.func` into `builder` (whose signature is already set):

@@ -36,19 +36,25 @@
 //! With [`FrameView::lines`], each frame also gets the source line it is
 //! executing. The VM keeps a `u32` **location** in each record, at
 //! [`FrameLines::location_offset`]: the innermost frame's the instruction
-//! it runs, a caller's its call instruction (toyvm: a bytecode index;
-//! the interpreter stores it before each instruction, compiled code before
-//! each call). [`FrameLines::lines`] maps `(key, location)` to a line.
-//! The innermost frame is looked up first by the interrupted program
-//! counter, in the tables compiled code published
-//! ([`super::code_lines`]): a row whose key is the frame's gives the line,
-//! since compiled code does not store its location on every instruction.
+//! it runs, a caller's its call instruction. A location is an instruction
+//! index, or whatever the VM has at hand that is one linear in it: toyvm's
+//! interpreter stores the low 32 bits of the instruction's address, which
+//! it has in a register (at each instruction that starts a line), and
+//! compiled code the same value before each call. [`FrameLines::bases`]
+//! and [`FrameLines::shift`] turn it back into an index, and
+//! [`FrameLines::lines`] maps `(key, index)` to a line. The innermost frame
+//! is looked up first by the interrupted program counter, in the tables
+//! compiled code published ([`super::code_lines`]): a row whose key is the
+//! frame's gives the line, since compiled code does not store its location
+//! on every instruction.
 //!
 //! ```text
 //! line(frame i) = if i is innermost and code_lines(pc) has a row with
 //!                    key = key_i:        its line
 //!                    outer_key = key_i:  its outer_line (inlined code)
-//!                 else lines[key_i][load u32 [record_i + location_offset]]
+//!                 else lines[key_i][index], where
+//!                    index = (load u32 [record_i + location_offset]
+//!                             - bases[key_i]) >> shift     (mod 2^32)
 //!                 (0 when out of range: unknown)
 //! ```
 //!
@@ -94,15 +100,37 @@ fn register_cut_frames() -> Result<CodeId, VmprofError> {
     Ok(register_code(&CUT_FRAMES, &class, CUT_FRAMES_NAME, 0, "-"))
 }
 
-/// Where each frame record keeps its location, and the line of every
-/// location; see the module docs.
+// ANCHOR: frame_lines
+/// Where each frame record keeps its location, how a location names an
+/// instruction, and the line of every instruction; see the module docs.
 #[derive(Debug)]
 pub struct FrameLines {
     /// Byte offset, inside a record, of its `u32` location.
     pub location_offset: usize,
-    /// Per key, the line of each location (0: unknown).
+    /// Per key, the location of its instruction 0 (a key past the end: 0).
+    /// Empty for a VM whose locations are instruction indexes.
+    pub bases: Box<[u32]>,
+    /// log2 of the distance from one instruction's location to the next's
+    /// (below 32): 0 for indexes, 4 for addresses of 16-byte instructions.
+    pub shift: u32,
+    /// Per key, the line of each instruction index (0: unknown).
     pub lines: Box<[Box<[u32]>]>,
 }
+
+impl FrameLines {
+    /// The line of the instruction at `location` in the code of `key`; 0
+    /// when unknown. Async-signal-safe.
+    fn line(&self, key: u32, location: u32) -> u32 {
+        let base = self.bases.get(key as usize).copied().unwrap_or(0);
+        // A location below the base wraps to a huge index: unknown.
+        let index = location.wrapping_sub(base) >> self.shift;
+        (self.lines.get(key as usize))
+            .and_then(|table| table.get(index as usize))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+// ANCHOR_END: frame_lines
 
 /// Where a VM keeps its frame records and how to name their code; see the
 /// module docs.
@@ -192,10 +220,7 @@ impl FrameView {
         }
         // SAFETY: the caller's contract; the offset was checked at install.
         let location = unsafe { self.u32_at(index, lines.location_offset) };
-        (lines.lines.get(key as usize))
-            .and_then(|table| table.get(location as usize))
-            .copied()
-            .unwrap_or(0)
+        lines.line(key, location)
     }
     // ANCHOR_END: line_at
 }
@@ -220,7 +245,7 @@ thread_local! {
 ///
 /// # Panics
 /// If `records`, `stride` or `key_offset` would make a key unaligned for a
-/// `u32` load.
+/// `u32` load, or a location's shift is 32 or more.
 pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
     let aligned = |n: usize| n.is_multiple_of(align_of::<u32>());
     let location_aligned = view
@@ -233,6 +258,12 @@ pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
             && aligned(view.key_offset)
             && location_aligned,
         "frame record keys and locations must be 4-byte aligned"
+    );
+    assert!(
+        view.lines
+            .as_ref()
+            .is_none_or(|lines| lines.shift < u32::BITS),
+        "a location shift must be below 32"
     );
     // Registered here, not in the handler (registering takes a lock).
     register_cut_frames().expect("the cut-frames class prefix is valid");
@@ -387,7 +418,7 @@ mod tests {
     #[test]
     fn unknown_keys_read_as_zero() {
         let depth = 3;
-        let records = vec![Record { base: 0, key: 7 }; 3];
+        let records = [Record { base: 0, key: 7 }; 3];
         // SAFETY: as above.
         let _guard = unsafe {
             install_frame_view(FrameView {
@@ -480,6 +511,8 @@ mod tests {
                 ids: ids(&[12, 16]),
                 lines: Some(FrameLines {
                     location_offset: std::mem::offset_of!(LineRecord, location),
+                    bases: Box::new([]),
+                    shift: 0,
                     lines,
                 }),
             })
@@ -524,6 +557,33 @@ mod tests {
         );
         assert_eq!(read(pc), vec![(12, 11), (16, 22), (16, 30)]);
         code_lines::retract_code_lines(code.as_ptr());
+    }
+
+    #[test]
+    fn a_location_is_an_index_after_its_keys_base_and_shift() {
+        // Key 0's instructions are 16 bytes apart from 0xffff_fff0 (its
+        // code straddles a 4 GiB boundary), key 1's from 0x1000.
+        let lines = FrameLines {
+            location_offset: 0,
+            bases: Box::new([0xffff_fff0, 0x1000]),
+            shift: 4,
+            lines: Box::new([Box::new([10, 11, 12]), Box::new([20, 21])]),
+        };
+        assert_eq!(lines.line(0, 0xffff_fff0), 10);
+        assert_eq!(lines.line(0, 0x0000_0000), 11);
+        assert_eq!(lines.line(0, 0x0000_0010), 12);
+        assert_eq!(lines.line(1, 0x1010), 21);
+        // Past the end, below the base, or a key without a table: unknown.
+        assert_eq!(lines.line(0, 0x0000_0020), 0);
+        assert_eq!(lines.line(1, 0x0ff0), 0);
+        assert_eq!(lines.line(2, 0), 0);
+        // Without bases, locations are indexes.
+        let indexes = FrameLines {
+            bases: Box::new([]),
+            shift: 0,
+            ..lines
+        };
+        assert_eq!(indexes.line(1, 1), 21);
     }
 
     #[test]

@@ -28,6 +28,7 @@ use crate::bytecode::{Function, Op, Reg};
 use crate::runtime::heap::{arr_mut, str_ref};
 use crate::runtime::{RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, tier};
 
+use super::locations::location;
 use super::slow::slow_op;
 
 /// What the handlers of one activation (one interpreted call) share,
@@ -44,7 +45,7 @@ pub(super) struct Activation<'v> {
     /// Its tier-up countdown (`FnRuntime::hotness`).
     pub(super) hotness: *mut i32,
     /// Its frame record's `pc`, which the handlers of a vmprof session
-    /// recording lines keep on the current line ([`slots`]).
+    /// recording lines keep on the current line ([`slots`], [`super::locations`]).
     pub(super) record_pc: *mut u32,
 }
 
@@ -129,7 +130,7 @@ impl Slot {
 }
 
 /// Bytes from one instruction to the next.
-const STRIDE: usize = size_of::<Slot>();
+pub(super) const STRIDE: usize = size_of::<Slot>();
 
 const _: () = assert!(STRIDE == 16);
 
@@ -167,7 +168,7 @@ pub(super) unsafe fn start(regs: *mut u64, cx: &Activation<'_>) -> u32 {
 /// Because every instruction carries its own handler, two instructions
 /// with the same opcode can run different handlers: in a vmprof session
 /// recording lines, the instructions where a new line starts get the copy
-/// that first stores their index in the frame record ([`line_start`]),
+/// that first stores their location in the frame record ([`line_start`]),
 /// the others the plain one ([`slots`]).
 #[inline(always)]
 unsafe fn next(regs: Regs, ip: *const Op, cx: &Activation<'_>) -> u32 {
@@ -282,15 +283,14 @@ unsafe fn call_failed(cx: &Activation<'_>, ip: *const Op) -> u32 {
 }
 
 // ANCHOR: lines_store
-/// The instruction at `ip` starts a line (see [`slots`]): stores
-/// its index in the frame record, where the sampler's signal handler reads
-/// the line the frame is executing.
+/// The instruction at `ip` starts a line (see [`slots`]): stores its
+/// location (its address, [`super::locations`]) in the frame record, where
+/// the sampler's signal handler reads the line the frame is executing.
 #[inline(always)]
 unsafe fn line_start(ip: *const Op, cx: &Activation<'_>) {
-    // SAFETY: `record_pc` is this activation's record's (set by `run`);
-    // `ip` is in the slots of `cx.func`. Volatile: nothing here reads it,
-    // the signal handler does.
-    unsafe { cx.record_pc.write_volatile(index_of(ip, cx) as u32) }
+    // SAFETY: `record_pc` is this activation's record's (set by `run`).
+    // Volatile: nothing here reads it, the signal handler does.
+    unsafe { cx.record_pc.write_volatile(location(ip)) }
 }
 // ANCHOR_END: lines_store
 
@@ -540,14 +540,15 @@ with_instruction_names!(handler_table);
 /// The slots the interpreter runs for `f`: per instruction, the
 /// instruction and its handler. With `lines` (a vmprof session recording
 /// lines), the instructions that start a line get the handler that stores
-/// their index ([`line_start`]).
+/// their location ([`line_start`]).
 ///
 /// An instruction starts a line if control can reach it from an
 /// instruction of another line: the one before it falls through from
 /// another line, or a jump from another line targets it. Then the record
 /// always holds an instruction of the line the frame is executing, and a
 /// loop whose body is one line stores nothing per iteration. The entry
-/// stores nothing either: `interp_entry` wrote index 0 into the record.
+/// stores nothing either: `interp_entry` wrote instruction 0's location
+/// into the record.
 pub(crate) fn slots(f: &Function, lines: bool) -> Box<[Slot]> {
     let starts = lines.then(|| line_starts(f));
     (f.code.iter().enumerate())
@@ -601,7 +602,7 @@ mod tests {
                 .collect()
         };
         let stores = |pcs: &[usize]| pcs.iter().filter(|&&pc| starts[pc]).count();
-        // The entry (line 2) stores nothing: `interp_entry` wrote index 0.
+        // The entry (line 2) stores nothing: `interp_entry` wrote its location.
         assert_eq!(on(2).first(), Some(&0));
         assert!(!starts[0]);
         // The loop (line 3) is entered from line 2 and jumps back within

@@ -47,12 +47,14 @@
 use std::sync::atomic::{Ordering, compiler_fence};
 
 use crate::bytecode::Op;
-use crate::runtime::{EntryFn, FrameRecord, RuntimeError, STATUS_ERROR, Vm, tier};
+use crate::runtime::{EntryFn, FnRuntime, FrameRecord, RuntimeError, STATUS_ERROR, Vm, tier};
 
 mod handlers;
+mod locations;
 mod slow;
 
 pub(crate) use handlers::{Slot, slots};
+pub use locations::{LOCATION_SHIFT, Locations};
 pub use slow::run_slow_op;
 
 // ANCHOR: interp_entry
@@ -112,13 +114,20 @@ unsafe fn activate(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32 {
         if depth > (*vm).max_depth {
             return too_deep(vm);
         }
+        let rt = (*vm).funcs.as_mut_ptr().add(func as usize);
+        let code = (*rt).slots.as_ptr().cast::<Op>();
         // The record before the depth that covers it: the vmprof sampler
         // reads these records from a signal handler (see `crate::vmprof`).
+        // Its `pc` is instruction 0's location (used in lines mode only).
         let record = (*vm).frames.add(depth);
-        *record = FrameRecord { base, func, pc: 0 };
+        *record = FrameRecord {
+            base,
+            func,
+            pc: locations::location(code),
+        };
         compiler_fence(Ordering::Release);
         (*vm).depth = depth;
-        let status = run(vm, func, base, &raw mut (*record).pc);
+        let status = run(vm, func, rt, code, base, &raw mut (*record).pc);
         (*vm).depth = depth - 1;
         status
     }
@@ -159,21 +168,28 @@ pub fn run_main(vm: &mut Vm<'_>) -> u32 {
 /// Checks that `interp_entry` has the ABI type (compile-time only).
 const _: EntryFn = interp_entry;
 
-/// Runs the body of `func` in the frame at `regs`: zeroes its ref
-/// registers that are not parameters, then runs its handlers from
-/// instruction 0 until one returns (see [`handlers`]). `record_pc` is the
-/// `pc` of its frame record, which the handlers keep on the current line
-/// in vmprof lines mode.
+/// Runs the body of `func` (whose runtime data is `rt` and slots `code`)
+/// in the frame at `regs`: zeroes its ref registers that are not
+/// parameters, then runs its handlers from instruction 0 until one returns
+/// (see [`handlers`]). `record_pc` is the `pc` of its frame record, which
+/// the handlers keep on the current line in vmprof lines mode.
 ///
 /// # Safety
-/// As for [`interp_entry`], with the frame record written.
+/// As for [`interp_entry`], with the frame record written; `rt` and
+/// `code` are `func`'s.
 #[inline(always)]
-unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64, record_pc: *mut u32) -> u32 {
+unsafe fn run(
+    vm: *mut Vm<'_>,
+    func: u32,
+    rt: *mut FnRuntime,
+    code: *const Op,
+    regs: *mut u64,
+    record_pc: *mut u32,
+) -> u32 {
     // SAFETY: `func` is a function of the verified module and `regs` its
     // frame in the value stack (the caller's contract); `vm` is accessed
     // one field at a time, and no borrow of it outlives this block.
     unsafe {
-        let rt = (*vm).funcs.as_mut_ptr().add(func as usize);
         for &r in (*rt).zero_regs.iter() {
             *regs.add(r as usize) = 0;
         }
@@ -182,7 +198,7 @@ unsafe fn run(vm: *mut Vm<'_>, func: u32, regs: *mut u64, record_pc: *mut u32) -
         let activation = handlers::Activation {
             vm,
             func,
-            code: (&(*rt).slots).as_ptr().cast::<Op>(),
+            code,
             consts: (*rt).consts.as_ptr(),
             hotness: &raw mut (*rt).hotness,
             record_pc,

@@ -99,9 +99,10 @@ pub struct Vm<'m> {
     /// so those calls show in profiles.
     pub(crate) vmprof_inlined_frames: bool,
     /// Set by a vmprof [`crate::vmprof::Session`] that records lines: the
-    /// interpreter stores each instruction's index in its frame record,
-    /// compiled code each call's, and the JIT publishes its line tables.
-    pub(crate) vmprof_lines: bool,
+    /// interpreter stores the location of each instruction that starts a
+    /// line in its frame record, compiled code each call's, and the JIT
+    /// publishes its line tables.
+    pub(crate) vmprof_locations: Option<crate::interp::Locations>,
     /// The vmprof code id of `<main>`, set by a vmprof
     /// [`crate::vmprof::Session`]: a JIT's compiler thread roots its own
     /// samples there, so every sample of the profile shares one root.
@@ -186,7 +187,7 @@ impl<'m> Vm<'m> {
             scratch: String::new(),
             tier_up: None,
             vmprof_inlined_frames: false,
-            vmprof_lines: false,
+            vmprof_locations: None,
             vmprof_main: None,
             // A zero-sized writer: leaking it allocates nothing.
             diagnostics: Box::leak(Box::new(std::io::sink())),
@@ -240,22 +241,31 @@ impl<'m> Vm<'m> {
     }
 
     /// True while a vmprof session records lines (`--vmprof-lines`):
-    /// compiled code must then store each call's bytecode index in its
-    /// frame record ([`crate::abi::FrameRecord::pc`]) before the call, and
-    /// the JIT publish each region's line table
+    /// compiled code must then store each call's location
+    /// ([`Vm::vmprof_locations`]) in its frame record
+    /// ([`crate::abi::FrameRecord::pc`]) before the call, and the JIT
+    /// publish each region's line table
     /// (`perfsupport::vmprof::publish_code_lines`) before it runs.
     pub fn vmprof_lines(&self) -> bool {
-        self.vmprof_lines
+        self.vmprof_locations.is_some()
+    }
+
+    /// While a vmprof session records lines: the location of each
+    /// instruction, as frame records hold it (see
+    /// [`crate::abi::Locations`]).
+    pub fn vmprof_locations(&self) -> Option<&crate::interp::Locations> {
+        self.vmprof_locations.as_ref()
     }
 
     /// Starts recording lines for a vmprof session ([`Vm::vmprof_lines`]):
     /// gives the interpreter slots whose line starts store into the frame
-    /// record.
+    /// record, and notes where they are.
     pub(crate) fn record_lines(&mut self) {
         for (rt, f) in self.funcs.iter_mut().zip(&self.module.functions) {
             rt.slots = crate::interp::slots(f, true);
         }
-        self.vmprof_lines = true;
+        let code = self.funcs.iter().map(|rt| &*rt.slots);
+        self.vmprof_locations = Some(crate::interp::Locations::of(code));
     }
 
     /// The vmprof code id of `<main>` while a vmprof session runs. The
