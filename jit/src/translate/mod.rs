@@ -167,7 +167,7 @@ struct Translator<'a, 'j> {
     refs: HashMap<FuncId, FuncRef>,
     vm: Value,
     base: Value,
-    /// vmprof lines mode: the line of the index last stored in the frame
+    /// vmprof lines mode: the line of the location last stored in the frame
     /// record in the current basic block (see `lines`).
     stored_line: Option<u32>,
     /// The shared cold block returning `STATUS_ERROR`.
