@@ -10,10 +10,10 @@
 //! location there, before each such instruction, is enough. A location
 //! is what the interpreter stores for the same instruction
 //! ([`vm::abi::Locations`]), a constant here: an OSR variant continues an
-//! interpreted activation's record, and the sampler reads one encoding. A call the JIT
-//! inlined needs no store unless it gets a record of its own
-//! (`--vmprof-inlined`): the published line table names, for inlined code,
-//! the caller and the call's line too. Without lines mode nothing is
+//! interpreted activation's record, and the sampler reads one encoding.
+//! A call the JIT inlined needs no store unless it gets a record of its
+//! own (`--vmprof-inlined`): the published line table names, for inlined
+//! code, the caller and the call's line too. Without lines mode nothing is
 //! emitted.
 //!
 //! Two economies, for call-heavy code such as `fib` (two calls per call):
