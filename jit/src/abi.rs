@@ -182,16 +182,16 @@ imports! {
 // ANCHOR: define_shim
 /// Builds the entry shim of function `func` (`f`) into `b` (whose
 /// signature is the entry ABI): enters the frame at `base` (see
-/// [`crate::frames`], with `first` as its record's `pc`; past the depth
-/// limit, records the depth error with `depth_exceeded` and fails, as
-/// `interp_entry` does), loads the
+/// [`crate::frames`]; past the depth limit, records the depth error with
+/// `depth_exceeded` and fails, as `interp_entry` does), loads the
 /// arguments from the frame, calls the native function `native`, leaves
-/// the frame and stores the result to `base[0]`.
+/// the frame and stores the result to `base[0]`. `locations`: vmprof
+/// lines mode (the record's first location).
 pub fn build_entry_shim(
     b: &mut FunctionBuilder<'_>,
     f: &Function,
     func: u32,
-    first: u32,
+    locations: Option<&vm::abi::Locations>,
     native: FuncRef,
     depth_exceeded: FuncRef,
 ) {
@@ -207,7 +207,7 @@ pub fn build_entry_shim(
     b.ins().brif(room.over, too_deep, &[], depth_ok, &[]);
     b.switch_to_block(depth_ok);
     let records = frames::frames(b, vmv);
-    frames::push_record(b, vmv, records, room.depth1, base, func, first);
+    frames::push_record(b, vmv, records, room.depth1, base, func, locations);
     let mut args = vec![vmv, base];
     for (i, (_, ty)) in f.params.iter().enumerate() {
         let v = b

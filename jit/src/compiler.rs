@@ -21,7 +21,7 @@ use crate::disasm::Listing;
 use crate::pipeline::{CodeGen, Finished};
 use crate::role::Role;
 use crate::translate::{self, Env};
-use crate::{abi, frames, limits};
+use crate::{abi, limits};
 
 /// Where one function stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,7 +291,6 @@ impl Compiler {
         let module = src.module();
         let id = self.codegen.declare(module, func, Role::EntryShim)?;
         let f = &module.functions[func as usize];
-        let first = frames::first_location(src.vmprof_locations(), func);
         self.codegen.define(
             module,
             func,
@@ -301,7 +300,8 @@ impl Compiler {
                 let native = jit_module.declare_func_in_func(native, b.func);
                 let depth_exceeded =
                     jit_module.declare_func_in_func(imports.depth_exceeded, b.func);
-                abi::build_entry_shim(b, f, func, first, native, depth_exceeded);
+                let locations = src.vmprof_locations();
+                abi::build_entry_shim(b, f, func, locations, native, depth_exceeded);
             },
         )?;
         self.set_state(func, FnState::Entered(native));

@@ -10,8 +10,7 @@
 //!    recursion depth exceeded", at the call, as in the interpreter.
 //! 2. **Record** ([`push_record`]): `frames[depth + 1] = { base, func,
 //!    pc }`, *then* `vm.depth = depth + 1` (`pc`: in vmprof lines mode the
-//!    location of the callee's instruction 0, [`first_location`]; 0
-//!    otherwise).
+//!    location of the callee's instruction 0; 0 otherwise).
 //! 3. **Leave** ([`pop_record`]) after the call returns, whatever its
 //!    status: `vm.depth -= 1`.
 //!
@@ -80,7 +79,7 @@ pub fn depth_room(b: &mut FunctionBuilder<'_>, vm: Value) -> DepthRoom {
 
 // ANCHOR: push_record
 /// Step 2: enters frame `depth1` by writing its record `frames[depth1] = {
-/// base, func, pc: first }`, *then* storing `depth1` as the VM's depth. In
+/// base, func, pc }`, *then* storing `depth1` as the VM's depth. In
 /// this order because the vmprof sampler reads the records from a signal
 /// handler: one that interrupts between the stores sees the old depth,
 /// never a stale record (Cranelift keeps stores in program order).
@@ -90,8 +89,9 @@ pub fn depth_room(b: &mut FunctionBuilder<'_>, vm: Value) -> DepthRoom {
 /// when nothing before the next depth store reads memory (an inlined leaf),
 /// since it cannot know that a signal handler reads it.
 ///
-/// `frames` is `vm.frames` ([`frames`]); `first` is
-/// [`first_location`]`(func)`.
+/// `frames` is `vm.frames` ([`frames`]). `pc` is, in vmprof lines mode
+/// (`locations`), the location of `func`'s instruction 0, and 0 otherwise,
+/// which keeps the record's second half one small immediate.
 pub fn push_record(
     b: &mut FunctionBuilder<'_>,
     vm: Value,
@@ -99,25 +99,18 @@ pub fn push_record(
     depth1: Value,
     base: Value,
     func: u32,
-    first: u32,
+    locations: Option<&Locations>,
 ) {
     let rec = record(b, frames, depth1);
     b.ins().store(flags(), base, rec, 0);
     // `func` and `pc` in one store (little-endian: `pc` is the high half).
-    let func_pc = b.ins().iconst(
-        types::I64,
-        (u64::from(first) << 32 | u64::from(func)) as i64,
-    );
+    let pc = locations.map_or(0, |l| l.at(func, 0));
+    let func_pc = b
+        .ins()
+        .iconst(types::I64, (u64::from(pc) << 32 | u64::from(func)) as i64);
     b.ins().store(flags(), func_pc, rec, 8);
     b.ins().store(flags(), depth1, vm, offsets::DEPTH as i32);
     b.ins().sequence_point();
-}
-
-/// What a new frame of `func` starts with as its record's `pc`: in vmprof
-/// lines mode (`locations`), the location of its instruction 0; 0
-/// otherwise, which keeps the record's second half one small immediate.
-pub fn first_location(locations: Option<&Locations>, func: u32) -> u32 {
-    locations.map_or(0, |l| l.at(func, 0))
 }
 // ANCHOR_END: push_record
 

@@ -152,17 +152,19 @@ impl Session {
             stride: size_of::<FrameRecord>(),
             key_offset: std::mem::offset_of!(FrameRecord, func),
             ids: code_ids,
-            lines: vm.vmprof_locations().map(|locations| FrameLines {
-                location_offset: std::mem::offset_of!(FrameRecord, pc),
-                // A record's `pc` is an instruction's location: its
-                // function's base plus 16 bytes per instruction.
-                bases: locations.bases().into(),
-                shift: LOCATION_SHIFT,
-                // Per function, the line of each bytecode index.
-                lines: (module.functions.iter())
-                    .map(|f| f.spans.iter().map(|span| span.line).collect())
-                    .collect(),
-            }),
+            lines: (vm.vmprof_locations())
+                .filter(|_| options.lines)
+                .map(|locations| FrameLines {
+                    location_offset: std::mem::offset_of!(FrameRecord, pc),
+                    // A record's `pc` is an instruction's location: its
+                    // function's base plus 16 bytes per instruction.
+                    bases: locations.bases().into(),
+                    shift: LOCATION_SHIFT,
+                    // Per function, the line of each bytecode index.
+                    lines: (module.functions.iter())
+                        .map(|f| f.spans.iter().map(|span| span.line).collect())
+                        .collect(),
+                }),
         };
         // SAFETY: the caller keeps `vm` alive and in place on this thread
         // until the session ends, and the guard is dropped with the

@@ -73,9 +73,9 @@ impl Translator<'_, '_> {
     /// Enters the frame of a native callee `callee` at `callee_base` for
     /// the call at `pc` (see `crate::frames`): past the depth limit, the
     /// call fails here, as in the interpreter. In vmprof lines mode it
-    /// first stores `pc`'s location in the caller's record, with the depth and record
-    /// array it loads anyway (loaded again for the store alone, they made
-    /// `fib` 25% slower in lines mode).
+    /// first stores `pc`'s location in the caller's record, with the depth
+    /// and record array it loads anyway (loaded again for the store alone,
+    /// they made `fib` 25% slower in lines mode).
     fn enter_frame(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -91,7 +91,6 @@ impl Translator<'_, '_> {
         }
         let too_deep = self.too_deep_block(b);
         self.exit_if(b, room.over, too_deep, &[pc as u32], &[]);
-        let first = frames::first_location(self.env.locations, callee as u32);
         frames::push_record(
             b,
             self.vm,
@@ -99,7 +98,7 @@ impl Translator<'_, '_> {
             room.depth1,
             callee_base,
             callee as u32,
-            first,
+            self.env.locations,
         );
     }
     // ANCHOR_END: enter_frame

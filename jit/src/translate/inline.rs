@@ -53,7 +53,6 @@ impl Translator<'_, '_> {
                 .ins()
                 .iadd_imm_s(self.base, slot_offset(base_reg as usize) as i64);
             let frames = frames::frames(b, self.vm);
-            let first = frames::first_location(self.env.locations, callee as u32);
             frames::push_record(
                 b,
                 self.vm,
@@ -61,7 +60,7 @@ impl Translator<'_, '_> {
                 room.depth1,
                 callee_base,
                 callee as u32,
-                first,
+                self.env.locations,
             );
             callee_base
         });

@@ -45,7 +45,8 @@ pub(super) struct Activation<'v> {
     /// Its tier-up countdown (`FnRuntime::hotness`).
     pub(super) hotness: *mut i32,
     /// Its frame record's `pc`, which the handlers of a vmprof session
-    /// recording lines keep on the current line ([`slots`], [`super::locations`]).
+    /// recording lines keep on the current line ([`slots`],
+    /// [`super::locations`]).
     pub(super) record_pc: *mut u32,
 }
 
