@@ -12,8 +12,9 @@ mod common;
 
 use gimli::X86_64;
 use gimli::write::{CallFrameInstruction, FrameDescriptionEntry};
+use perfsupport::jitdump::PerfUnwindData;
+use perfsupport::unwind::REGION_START;
 use perfsupport::unwind::x86_64::system_v_cie;
-use perfsupport::unwind::{PerfUnwindData, REGION_START};
 use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, ProfilerSink, UnwindInfo};
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -44,8 +44,10 @@ pub mod sink;
 pub mod unwind;
 pub mod vmprof;
 
+mod eh_frame;
 mod os;
 mod safe_file;
+mod validation;
 
 pub use gimli;
 

@@ -58,11 +58,12 @@
 //!   `perf-<child pid>.map`, starting with the parent's entries (CPython 3.13
 //!   does the same), because the child runs the parent's JIT code too.
 
-use crate::region::{CodeRegion, validate_batch};
+use crate::region::CodeRegion;
 use crate::safe_file::{
     PROFILER_FILE_MODE, PathClaim, WriteMode, create_replacing_stale, with_context,
 };
 use crate::sink::ProfilerSink;
+use crate::validation::validate_batch;
 use parking_lot::Mutex;
 use std::fs::File;
 use std::io::{self, Read, Write};

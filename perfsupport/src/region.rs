@@ -114,29 +114,9 @@ impl<'a> CodeRegion<'a> {
         self.code.len() as u64
     }
 
-    /// Checks what every sink relies on, so a bad region is rejected by all
-    /// sinks alike before anything is written: non-empty code below 2 GiB
-    /// (perf reads sizes as `int`); a name perf keeps intact (at least
-    /// [`MIN_NAME_LEN`] bytes, no `\n`, `\r` or NUL); name and line table
-    /// below 1 GiB; a sorted line table inside the code whose file names have
-    /// no `\n`, `\r` or NUL; and unwind information that describes exactly
-    /// this code (see [`crate::unwind`]).
-    ///
-    /// [`Profilers::register`](crate::Profilers::register) calls it once per
-    /// batch before any sink writes; each sink calls it again when used on
-    /// its own.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput`, naming the region and the problem.
-    pub fn validate(&self) -> io::Result<()> {
-        self.validate_except_unwind()?;
-        if self.unwind.is_some() {
-            crate::unwind::perf_unwind_data_size(self.size(), self.unwind)
-                .map_err(|err| self.unwind_error(err))?;
-        }
-        Ok(())
-    }
+    // `validate`, which also checks the unwind information, is in
+    // `crate::validation`: the check builds the jitdump's unwind payload, and
+    // `region` stays below `jitdump`.
 
     /// [`CodeRegion::validate`] without the unwind check, for the jitdump,
     /// whose payload builder makes the same check (with the same message)
@@ -224,11 +204,6 @@ fn line_breaking_byte(text: &str) -> Option<&'static str> {
         0 => Some("a NUL byte (it would end the string early)"),
         _ => None,
     })
-}
-
-/// Validates every region of a batch (see [`CodeRegion::validate`]).
-pub(crate) fn validate_batch(regions: &[CodeRegion<'_>]) -> io::Result<()> {
-    regions.iter().try_for_each(CodeRegion::validate)
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@
 //! # }
 //! ```
 
-use crate::region::{CodeRegion, validate_batch};
+use crate::region::CodeRegion;
+use crate::validation::validate_batch;
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};

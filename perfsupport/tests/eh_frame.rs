@@ -10,12 +10,10 @@ use gimli::read::{
 use gimli::write::Address;
 use gimli::{LittleEndian, X86_64};
 use perfsupport::jitdump::MARKER_LEN;
+use perfsupport::jitdump::{EH_FRAME_HDR_SIZE, PerfUnwindData, perf_unwind_data_size};
 use perfsupport::unwind::CallFrameInfo;
 use perfsupport::unwind::x86_64::{CfiRow, SavedRegister, frame_pointer_fde, system_v_cie};
-use perfsupport::unwind::{
-    EH_FRAME_HDR_SIZE, PerfUnwindData, REGION_START, eh_frame_for_register_frame,
-    perf_unwind_data_size, reserved_region_size,
-};
+use perfsupport::unwind::{REGION_START, eh_frame_for_register_frame, reserved_region_size};
 use perfsupport::{CodeRegion, UnwindInfo};
 use std::io;
 

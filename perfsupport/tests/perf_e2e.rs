@@ -16,8 +16,9 @@
 mod common;
 
 use common::{SPIN_CODE, SPIN_LINES};
+use perfsupport::jitdump::PerfUnwindData;
 use perfsupport::unwind::x86_64::{frame_pointer_fde, system_v_cie};
-use perfsupport::unwind::{PerfUnwindData, REGION_START, reserved_region_size};
+use perfsupport::unwind::{REGION_START, reserved_region_size};
 use perfsupport::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, UnwindInfo};
 use std::path::Path;
 use std::process::{Command, ExitCode};

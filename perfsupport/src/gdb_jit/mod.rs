@@ -32,8 +32,9 @@ mod dwarf;
 mod elf_image;
 mod record;
 
-use crate::region::{CodeRegion, validate_batch};
+use crate::region::CodeRegion;
 use crate::sink::ProfilerSink;
+use crate::validation::validate_batch;
 use descriptor::Published;
 use parking_lot::Mutex;
 use record::{RegionRecord, RegionView};

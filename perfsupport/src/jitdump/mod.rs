@@ -7,7 +7,8 @@
 //!    `PROT_READ | PROT_EXEC`, `MAP_PRIVATE` (the *marker*). `perf record -k 1`
 //!    logs that executable mapping, which is how `perf inject` finds the dump.
 //! 2. For each region the process appends DEBUG_INFO, UNWINDING_INFO and
-//!    CODE_LOAD records ([`format`](mod@format) has the byte layouts), timestamped with
+//!    CODE_LOAD records ([`format`](mod@format) has the byte layouts,
+//!    [`unwinding_info`] the unwind payload's), timestamped with
 //!    CLOCK_MONOTONIC.
 //! 3. `perf inject --jit -i perf.data -o perf.jit.data` writes
 //!    `<dir>/jitted-<pid>-<code_index>.so` per CODE_LOAD and injects an mmap
@@ -44,8 +45,10 @@
 
 pub mod build_id;
 pub mod format;
+pub mod unwinding_info;
 
 pub use build_id::MARKER_LEN;
+pub use unwinding_info::{EH_FRAME_HDR_SIZE, PerfUnwindData, perf_unwind_data_size};
 
 use crate::os::{MarkerMapping, current_tid, monotonic_ns};
 use crate::region::CodeRegion;
@@ -53,7 +56,6 @@ use crate::safe_file::{
     PROFILER_FILE_MODE, PathClaim, WriteMode, create_replacing_stale, with_context,
 };
 use crate::sink::ProfilerSink;
-use crate::unwind::PerfUnwindData;
 use build_id::DumpedCode;
 use format::CodeLoad;
 use parking_lot::Mutex;

@@ -1,0 +1,41 @@
+//! [`CodeRegion::validate`]: the checks every sink relies on, so a bad region
+//! is rejected by all sinks alike before anything is written.
+//!
+//! It sits above both `region` (the checks on names, code and lines) and
+//! `jitdump` (the unwind check builds the jitdump's unwind payload, the
+//! strictest layout): `jitdump` itself depends on `region`.
+
+use crate::jitdump::perf_unwind_data_size;
+use crate::region::CodeRegion;
+use std::io;
+
+impl CodeRegion<'_> {
+    /// Checks what every sink relies on, so a bad region is rejected by all
+    /// sinks alike before anything is written: non-empty code below 2 GiB
+    /// (perf reads sizes as `int`); a name perf keeps intact (at least
+    /// [`MIN_NAME_LEN`](crate::region::MIN_NAME_LEN) bytes, no `\n`, `\r` or NUL); name and line table
+    /// below 1 GiB; a sorted line table inside the code whose file names have
+    /// no `\n`, `\r` or NUL; and unwind information that describes exactly
+    /// this code (see [`crate::unwind`]).
+    ///
+    /// [`Profilers::register`](crate::Profilers::register) calls it once per
+    /// batch before any sink writes; each sink calls it again when used on
+    /// its own.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput`, naming the region and the problem.
+    pub fn validate(&self) -> io::Result<()> {
+        self.validate_except_unwind()?;
+        if self.unwind.is_some() {
+            perf_unwind_data_size(self.size(), self.unwind)
+                .map_err(|err| self.unwind_error(err))?;
+        }
+        Ok(())
+    }
+}
+
+/// Validates every region of a batch (see [`CodeRegion::validate`]).
+pub(crate) fn validate_batch(regions: &[CodeRegion<'_>]) -> io::Result<()> {
+    regions.iter().try_for_each(CodeRegion::validate)
+}
