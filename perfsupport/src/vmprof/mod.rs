@@ -58,7 +58,8 @@
 //! [`code_lines`] (compiled code's lines, for the signal handler),
 //! [`sampler`] (timer, handler, sessions), [`reader`] (parsing profiles
 //! back). Private: the ring buffer from the signal handler to the writer
-//! thread, and the writer thread itself.
+//! thread, and the writer thread itself. Test-only: `tests/` (bounded
+//! fuzzing of the reader).
 
 pub mod code_lines;
 pub mod format;
@@ -72,7 +73,7 @@ pub mod shadow_stack;
 mod writer;
 
 #[cfg(test)]
-mod reader_fuzz;
+mod tests;
 
 use std::fmt;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! valid header, and mutations of a valid profile must give a profile or a
 //! clear error, never a panic.
 
-use super::format::{Encoder, Timeval};
-use super::{ReadError, parse_profile};
+use crate::vmprof::format::{Encoder, Timeval};
+use crate::vmprof::{ReadError, parse_profile};
 
 /// xorshift64*: deterministic, so a failure names a reproducible case.
 struct Rng(u64);
