@@ -3,6 +3,32 @@
 //! profiles of the VM's own call stack. The crate knows nothing about any
 //! particular VM or code generator.
 //!
+//! # Just a perf map
+//!
+//! The smallest use: `perf report` names samples in JIT code through
+//! `/tmp/perf-<pid>.map`, one line per code region.
+//!
+//! ```no_run
+//! use perfsupport::{CodeRegion, PerfMap, ProfilerSink};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! // At start-up, before the JIT makes any code executable.
+//! let perf_map = PerfMap::new();
+//! perf_map.open()?; // creates /tmp/perf-<pid>.map
+//!
+//! // After the JIT has finalized a function: its live, executable bytes.
+//! # let code: &[u8] = &[0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
+//! perf_map.register(&[CodeRegion::new(code, "toy::fib")])?;
+//!
+//! // At exit; the file stays for `perf report`.
+//! perf_map.finish()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The rest of the crate adds more outputs for the same regions (unwind
+//! tables, source lines, debuggers) and a sampling profiler of its own.
+//!
 //! # The sink API: describe generated code
 //!
 //! A VM describes each piece of generated code as a [`CodeRegion`] (live
@@ -33,6 +59,24 @@
 //!
 //! [`create_output_file`] creates a file the way the crate creates its own:
 //! never through a symlink, mode 0644, close-on-exec.
+//!
+//! # Modules
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`region`] | [`CodeRegion`], [`UnwindInfo`], [`LineEntry`]: what a VM hands every sink |
+//! | [`sink`] | [`ProfilerSink`], [`Profilers`], and the life cycle of the sinks |
+//! | [`perf_map`] | [`PerfMap`] |
+//! | [`jitdump`] | [`JitDump`]; its byte format ([`jitdump::format`]), build-id markers ([`jitdump::build_id`]) and perf's unwind payload ([`jitdump::unwinding_info`]) |
+//! | [`gdb_jit`] | [`GdbJit`] |
+//! | [`unwind`] | how a VM describes its frames ([`CallFrameInfo`], [`unwind::x86_64`]), the room to leave after each region, the `__register_frame` section |
+//! | [`vmprof`] | the vmprof API |
+//!
+//! Private: `validation` ([`CodeRegion::validate`]; it builds the jitdump's
+//! unwind payload, so it sits above both `region` and `jitdump`), `eh_frame`
+//! (the CIE + FDE writer both unwind layouts share), `os` and `safe_file`.
+//! `unwind` uses `jitdump`, which uses `region`, never the other way round.
+//! A module with submodules keeps its root in `<name>/mod.rs`.
 
 #![warn(missing_docs)]
 
