@@ -61,9 +61,7 @@ fn high_rate_signals_during_millions_of_pushes_record_only_valid_prefixes() {
         ShadowStack::with_current(|stack| {
             let mut depth = 0usize;
             while operations < 6_000_000 || start.elapsed() < long_enough {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
+                xorshift64(&mut rng);
                 // Random walk, biased to dive deep now and then.
                 let up = if (rng >> 40).is_multiple_of(1000) {
                     MAX_DEPTH

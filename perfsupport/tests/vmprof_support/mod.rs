@@ -1,6 +1,6 @@
 //! Shared helpers for the vmprof integration tests: a serialising lock
-//! (the sampler is process-wide), a nested synthetic workload, CPU clocks
-//! and fresh temporary paths.
+//! (the sampler is process-wide), a nested synthetic workload, CPU clocks,
+//! a deterministic pseudo-random sequence and fresh temporary paths.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::PathBuf;
@@ -92,16 +92,22 @@ pub fn run_nested(w: Workload, cpu: Duration) {
     let _outer = vmprof_execute_code(w.outer);
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
     while thread_cpu_time() < end {
-        // xorshift64: a cheap, deterministic sequence of round lengths.
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let round_us = 1000 + state % 2000;
+        let round_us = 1000 + xorshift64(&mut state) % 2000;
         let _middle = vmprof_execute_code(w.middle);
         burn(Duration::from_micros(round_us / 5));
         let _inner = vmprof_execute_code(w.inner);
         burn(Duration::from_micros(round_us - round_us / 5));
     }
+}
+
+/// Advances `state` by one step of xorshift64 (Marsaglia's 13/7/17 shifts)
+/// and returns the new state: a cheap, deterministic sequence, so a run
+/// repeats. `state` must not be 0.
+pub fn xorshift64(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
 }
 
 /// A fresh path (nothing there) in Cargo's per-target temporary folder.
