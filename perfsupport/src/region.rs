@@ -26,9 +26,12 @@ use std::io;
 ///   relocatable form [`REGION_START`](crate::unwind::REGION_START) (symbol 0,
 ///   addend 0). Its length must equal the region's code size.
 ///
-/// The unwind builders in [`crate::unwind`] re-base the FDE for each layout
-/// (perf's position-independent injected ELF, or absolute addresses for
-/// `__register_frame`), so one `UnwindInfo` serves every sink.
+/// The layout builders re-base the FDE for each layout (perf's
+/// position-independent injected ELF in
+/// [`jitdump::unwinding_info`](crate::jitdump::unwinding_info), or absolute
+/// addresses for `__register_frame` in
+/// [`unwind::eh_frame_for_register_frame`](crate::unwind::eh_frame_for_register_frame)),
+/// so one `UnwindInfo` serves every sink.
 #[derive(Clone, Copy, Debug)]
 pub struct UnwindInfo<'a> {
     /// The common information entry (initial CFA rule, alignment factors).

@@ -13,10 +13,10 @@ impl CodeRegion<'_> {
     /// Checks what every sink relies on, so a bad region is rejected by all
     /// sinks alike before anything is written: non-empty code below 2 GiB
     /// (perf reads sizes as `int`); a name perf keeps intact (at least
-    /// [`MIN_NAME_LEN`](crate::region::MIN_NAME_LEN) bytes, no `\n`, `\r` or NUL); name and line table
-    /// below 1 GiB; a sorted line table inside the code whose file names have
-    /// no `\n`, `\r` or NUL; and unwind information that describes exactly
-    /// this code (see [`crate::unwind`]).
+    /// [`MIN_NAME_LEN`](crate::region::MIN_NAME_LEN) bytes, no `\n`, `\r` or
+    /// NUL); name and line table below 1 GiB; a sorted line table inside the
+    /// code whose file names have no `\n`, `\r` or NUL; and unwind
+    /// information that describes exactly this code (see [`crate::unwind`]).
     ///
     /// [`Profilers::register`](crate::Profilers::register) calls it once per
     /// batch before any sink writes; each sink calls it again when used on

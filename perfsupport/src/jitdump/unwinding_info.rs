@@ -19,9 +19,9 @@
 //!
 //! Because libunwind reads the table through that mapping, the VM must keep
 //! `[T, T + ALIGN16(ALIGN8(size) + unwind_data_size))` free of other regions
-//! (see [`reserved_region_size`](crate::unwind::reserved_region_size)). Every pc-relative value depends only on
-//! the code size, never on the runtime address, so the same bytes work
-//! wherever the code lives.
+//! (see [`reserved_region_size`](crate::unwind::reserved_region_size)).
+//! Every pc-relative value depends only on the code size, never on the
+//! runtime address, so the same bytes work wherever the code lives.
 //!
 //! # `.eh_frame_hdr` (20 bytes, offsets relative to H)
 //!
@@ -156,8 +156,8 @@ impl PerfUnwindData {
 /// bytes: `unwind_data_size` in `JIT_CODE_UNWINDING_INFO`.
 ///
 /// Works before the code has an address when the FDE was made with
-/// [`REGION_START`](crate::unwind::REGION_START) (an FDE with an absolute address is accepted too: the
-/// size does not depend on it).
+/// [`REGION_START`](crate::unwind::REGION_START) (an FDE with an absolute
+/// address is accepted too: the size does not depend on it).
 ///
 /// # Errors
 ///

@@ -18,8 +18,9 @@
 //!   "from offset N: CFA = reg + off, reg saved at CFA − k" rows.
 //! * **No CFI**: leave the region without unwind info. The jitdump then
 //!   carries the header-only record
-//!   ([`jitdump::unwinding_info`](crate::jitdump::unwinding_info)), and unwinders fall back to the
-//!   frame-pointer chain, so such code must keep a frame pointer.
+//!   ([`jitdump::unwinding_info`](crate::jitdump::unwinding_info)), and
+//!   unwinders fall back to the frame-pointer chain, so such code must keep
+//!   a frame pointer.
 //!
 //! ```
 //! use perfsupport::unwind::CallFrameInfo;
