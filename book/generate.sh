@@ -44,13 +44,36 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-OUT="$ROOT/book/src/generated"
 cd "$ROOT"
+# BOOK_OUT=DIR: write the files to DIR instead, and nothing into the book
+# (no flame graph either); tests/book_truth.rs compares DIR with the book.
+# TOYVM=PATH: use that toyvm binary instead of building one;
+# PERF_E2E=PATH likewise for the perfsupport end-to-end test binary.
+OUT=${BOOK_OUT:-$ROOT/book/src/generated}
+CHECK=${BOOK_OUT:+1}
 mkdir -p "$OUT"
 
-echo "generate.sh: building (release)" >&2
-cargo build --release --quiet
-TOYVM="$ROOT/target/release/toyvm"
+if [[ -z ${TOYVM:-} ]]; then
+    echo "generate.sh: building (release)" >&2
+    cargo build --release --quiet
+    TOYVM="$ROOT/target/release/toyvm"
+fi
+
+# say WORD...: prints the command line `$ WORD...` as the book shows it: the
+# toyvm binary as `toyvm`, paths in the scratch directory or the repository
+# relative, words with spaces or quotes in single quotes.
+say() {
+    local line='$' w
+    for w in "$@"; do
+        w=${w//"$TOYVM"/toyvm}
+        w=${w//"$WORK/"/}
+        w=${w//"$WORK"/.}
+        w=${w//"$ROOT/"/}
+        if [[ $w == *[[:space:]\'\"\$]* || -z $w ]]; then w="'${w//\'/\'\\\'\'}'"; fi
+        line+=" $w"
+    done
+    echo "$line"
+}
 
 # Not under /tmp/perf-: perf reads every file below such a path as a perf map.
 WORK=$(mktemp -d /tmp/toyvm-book.XXXXXX)
@@ -187,8 +210,20 @@ strip_counts() {
 "$TOYVM" run --vmprof "$WORK/demo-lines.prof" --vmprof-lines examples/scripts/profile_demo.toy 200000 300 >/dev/null
 {
     echo "\$ toyvm run --vmprof demo-lines.prof --vmprof-lines examples/scripts/profile_demo.toy 200000 300"
-    echo "\$ toyvm report --lines demo-lines.prof   # percentages replaced by NN.N%; the hottest lines only"
-    "$TOYVM" report --lines "$WORK/demo-lines.prof" | sed -n '/^Hottest lines/,$p' | strip_counts |
+    echo "\$ toyvm report --lines demo-lines.prof   # the hottest lines only: functions and lines under 5% total left out, percentages replaced by NN.N%"
+    "$TOYVM" report --lines "$WORK/demo-lines.prof" | sed -n '/^Hottest lines/,$p' |
+        python3 -c 'import re, sys
+# Functions and lines under 5% of the samples left out (a rare sample on
+# the compiler thread, a loop header), and the count of lines not shown.
+out = []
+for part in sys.stdin.read().split("\n\n"):
+    lines = part.split("\n")
+    m = re.search(r": ([0-9.]+)% total, ", lines[0])
+    if m and float(m.group(1)) < 5:
+        continue
+    out.append("\n".join(l for l in lines if not l.startswith("  (") and not (
+        re.match(r" +[0-9.]+% +[0-9.]+% +[0-9]+ ", l) and float(l.split("%")[0]) < 5)))
+print("\n\n".join(out).rstrip("\n"))' | strip_counts |
         sed -E -e 's/: [0-9]+\.[0-9]% total, [0-9]+\.[0-9]% self/: NN.N% total, NN.N% self/'
 } >"$OUT/vmprof-lines-report.txt"
 rm -f "$WORK/demo-lines.prof"
@@ -202,7 +237,7 @@ if [[ -n $VMPROFSHOW ]]; then
             grep -v '^WARNING: The profiling completed' | sed -E 's/ ?[0-9]+\.[0-9]%/ NN.N%/g'
     } >"$OUT/vmprofshow.txt"
 fi
-if [[ ! -e book/src/images/vmprof-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
+if [[ -z $CHECK && (! -e book/src/images/vmprof-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1) ]]; then
     (cd "$WORK" && "$TOYVM" report --flamegraph flamegraph.svg demo.prof >/dev/null)
     cp "$WORK/flamegraph.svg" book/src/images/vmprof-flamegraph.svg
 fi
@@ -210,13 +245,17 @@ rm -f "$WORK/demo.prof"
 
 # --- perfsupport: the end-to-end test binary as a tiny "VM" ---------------------
 echo "generate.sh: building the perfsupport end-to-end binary" >&2
-E2E=$(cargo test --release --quiet -p perfsupport --test perf_e2e --no-run \
+E2E=${PERF_E2E:-$(cargo test --release --quiet -p perfsupport --test perf_e2e --no-run \
     --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "perf_e2e":
-        print(m["executable"])')
+        print(m["executable"])')}
+if [[ -z $E2E ]]; then
+    echo "generate.sh: could not build the perfsupport end-to-end test binary" >&2
+    exit 1
+fi
 
 # Decodes a jitdump (header and records) with every run-dependent value
 # replaced by a placeholder. Offsets and sizes are real.
@@ -322,7 +361,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
             awk '{ $1 = ""; print "   " $0 }'
     } >"$OUT/perf-script-stack.txt"
     {
-        echo "\$ perf report -i inj.data --no-children --sort dso,sym,srcline -g none --stdio --percent-limit 5"
+        echo "\$ perf report -i inj.data --no-inline --no-children --sort dso,sym,srcline -g none --stdio --percent-limit 5"
         echo "  (percentages replaced by NN.NN%)"
         (cd "$WORK" && perf report -i inj.data --no-inline --no-children --sort dso,sym,srcline \
             -g none --stdio --percent-limit 5 2>/dev/null) |
@@ -331,28 +370,36 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     } >"$OUT/perf-report.txt"
 
     # The interpreter as perf sees it without trampolines: every Toy frame is
-    # one native interp_entry frame (run inlined), named the same.
-    (cd "$WORK" && perf record -q -N -e cpu-clock -F 999 -g -o interp.data -- \
-        "$TOYVM" run --no-jit "$ROOT/examples/scripts/profile_demo.toy" 300 100000 >/dev/null 2>&1)
-    (cd "$WORK" && perf script -i interp.data --no-inline -F ip,sym >interp.txt 2>/dev/null)
+    # one native interp_entry frame, named the same, and each caller's frame
+    # continues in the handler of its Call instruction. The sample shown is
+    # the first whose innermost frame is the handler of MulF (inner_hot's
+    # `float(h & 7) * 0.5`, one of its most frequent instructions) called
+    # from interp_entry: the innermost frame of a sample is the handler it
+    # landed in, and samples in a handler before its frame is set up lack
+    # the interp_entry frame.
+    rec=(perf record -q -N -e cpu-clock -F 999 -g -o "$WORK/interp.data" --
+        "$TOYVM" run --no-jit examples/scripts/profile_demo.toy 300 100000)
+    "${rec[@]}" >/dev/null 2>&1
+    perf script -i "$WORK/interp.data" --no-inline -F ip,sym >"$WORK/interp.txt" 2>/dev/null
     {
-        echo "\$ perf record -g -- toyvm run --no-jit examples/scripts/profile_demo.toy 300 100000"
-        echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
+        say "${rec[@]}"
+        echo "\$ perf script -i interp.data --no-inline -F ip,sym   # one sample in inner_hot's MulF; ip column dropped"
         awk 'BEGIN { RS = ""; FS = "\n" }
             { n = 0; for (i = 1; i <= NF; i++) if ($i ~ / vm::interp::interp_entry$/) n++ }
-            $1 ~ / vm::interp::interp_entry$/ && n == 4 { print; exit }' "$WORK/interp.txt" |
+            $1 ~ / vm::interp::handlers::MulF$/ && $2 ~ / vm::interp::interp_entry$/ && n == 4 { print; exit }' "$WORK/interp.txt" |
             awk '{ $1 = ""; print "   " $0 }'
     } >"$OUT/perf-interp-stack.txt"
 
     # --- The quick start, trampolines, line tables -----------------------------
     # All from the repository root, so region names carry the short path.
     pct() { sed -E -e 's/^ *[0-9]+\.[0-9]+%/    NN.NN%/' -e 's/% +[0-9]+\.[0-9]+%/%  NN.NN%/' -e 's/ +$//'; }
-    perf record -q -g -e cpu-clock -F 999 -o "$WORK/quick.data" -- \
-        "$TOYVM" run --perf examples/scripts/profile_demo.toy 300 100000 >"$WORK/quick.out" 2>&1
+    rec=(perf record -q -g -e cpu-clock -F 999 -o "$WORK/quick.data" --
+        "$TOYVM" run --perf examples/scripts/profile_demo.toy 300 100000)
+    "${rec[@]}" >"$WORK/quick.out" 2>&1
     {
-        echo "\$ perf record -g -e cpu-clock -- toyvm run --perf examples/scripts/profile_demo.toy 300 100000"
+        say "${rec[@]}"
         cat "$WORK/quick.out"
-        echo "\$ perf report --children --sort sym -g none --stdio --percent-limit 10"
+        echo "\$ perf report -i quick.data --children --sort sym -g none --stdio --percent-limit 10"
         echo "  (toy: and interpreter lines, sorted by name; percentages replaced by NN.NN%)"
         perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 10 2>/dev/null |
             grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
@@ -365,33 +412,38 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         done
     } >"$OUT/quick-perf-map.txt"
 
-    perf record -q -g -e cpu-clock -F 999 -o "$WORK/tramp.data" -- \
-        "$TOYVM" run --no-jit --perf examples/scripts/profile_demo.toy 300 100000 >/dev/null 2>&1
+    rec=(perf record -q -g -e cpu-clock -F 999 -o "$WORK/tramp.data" --
+        "$TOYVM" run --no-jit --perf examples/scripts/profile_demo.toy 300 100000)
+    "${rec[@]}" >/dev/null 2>&1
     note_pids "$WORK/tramp.data"
     {
-        echo "\$ perf record -g -- toyvm run --no-jit --perf examples/scripts/profile_demo.toy 300 100000"
-        echo "\$ perf script --no-inline -F ip,sym   # one sample in inner_hot; ip column dropped"
+        say "${rec[@]}"
+        echo "\$ perf script -i tramp.data --no-inline -F ip,sym   # one sample in inner_hot's MulF; ip column dropped"
         perf script -i "$WORK/tramp.data" --no-inline -F ip,sym >"$WORK/tramp.txt" 2>/dev/null
         awk 'BEGIN { RS = ""; FS = "\n" }
-                $1 ~ / vm::interp::interp_entry$/ && $2 ~ / toy:interp:inner_hot:/ { print; exit }' "$WORK/tramp.txt" |
+                $1 ~ / vm::interp::handlers::MulF$/ && $2 ~ / vm::interp::interp_entry$/ &&
+                $3 ~ / toy:interp:inner_hot:/ { print; exit }' "$WORK/tramp.txt" |
             awk '{ $1 = ""; print "   " $0 }'
     } >"$OUT/perf-trampoline-stack.txt"
 
-    # The jitdump path; --jit-threshold 0 so the hot loop runs compiled.
+    # The jitdump path; --jit-threshold 0 so the hot loop runs compiled, for
+    # about half a second: enough samples that the lines above the 5% and
+    # 1% limits below are far above them (line 15 has about 16%).
     # In a directory of its own, so the only jit-*.dump there is toyvm's.
     JD="$WORK/jd"
     mkdir -p "$JD"
     # Run from the repository root, so names carry the short script path.
-    perf record -q -k 1 -e cpu-clock -F 999 --call-graph dwarf -o "$JD/jd.data" -- \
-        "$TOYVM" run --jit-threshold 0 --perf-jitdump --perf-dir "$JD" \
-        examples/scripts/profile_demo.toy 100 100000 >/dev/null 2>&1
+    rec=(perf record -q -k 1 -e cpu-clock -F 999 --call-graph dwarf -o "$JD/jd.data" --
+        "$TOYVM" run --jit-threshold 0 --perf-jitdump --perf-dir "$JD"
+        examples/scripts/profile_demo.toy 1000 100000)
+    "${rec[@]}" >/dev/null 2>&1
     (cd "$JD" && perf inject --jit -i jd.data -o jd-inj.data)
     JPID=$(dump_pid "$JD")
     PIDS+=("$JPID")
     jstrip() { sed -e "s|$JD/||g" -e "s|$JD|.|g" -e "s|$ROOT/||g" -e "s/jitted-$JPID-/jitted-PID-/g" -e "s/-$JPID\b/-PID/g"; }
     {
-        echo "\$ perf record -k 1 -e cpu-clock --call-graph dwarf -o jd.data -- \\"
-        echo "      toyvm run --jit-threshold 0 --perf-jitdump --perf-dir . examples/scripts/profile_demo.toy 100 100000"
+        say "${rec[@]}"
+        echo "\$ cd jd"
         echo "\$ perf inject --jit -i jd.data -o jd-inj.data"
         echo "\$ perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio --percent-limit 1"
         echo "  (JIT lines only; percentages replaced by NN.NN%; N in jitted-PID-N.so is the region's code index)"
@@ -410,7 +462,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     done
     if [[ -n $HOT ]]; then
         {
-            echo "\$ perf annotate -i jd-inj.data --stdio toy:jit:inner_hot:...   # hit percentages replaced"
+            echo "\$ perf annotate -i jd-inj.data --stdio --no-source toy:jit:inner_hot:examples/scripts/profile_demo.toy:11"
+            echo "  (hit percentages replaced; the first 70 lines)"
             (cd "$JD" && perf annotate -i jd-inj.data --stdio --no-source \
                 "toy:jit:inner_hot:examples/scripts/profile_demo.toy:11" >annotate.txt 2>/dev/null)
             jstrip <"$JD/annotate.txt" | sed -E -e 's/^ *[0-9]+\.[0-9]+ +:/     NN.NN :/' \
@@ -428,14 +481,16 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     # (toyvm's trampolines differ in one immediate, so none needs a marker).
     TD="$WORK/tramp-jd"
     mkdir -p "$TD"
-    perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump \
-        --perf-dir "$TD" examples/scripts/profile_demo.toy 2 1000 >/dev/null 2>&1
+    rec=(perf record -q -k 1 -e cpu-clock -o "$TD/t.data" -- "$TOYVM" run --no-jit --perf-jitdump
+        --perf-dir "$TD" examples/scripts/profile_demo.toy 2 1000)
+    "${rec[@]}" >/dev/null 2>&1
     (cd "$TD" && perf inject --jit -i t.data -o ti.data)
     TPID=$(dump_pid "$TD")
     PIDS+=("$TPID")
     {
-        echo "\$ toyvm run --no-jit --perf-jitdump ... examples/scripts/profile_demo.toy 2 1000   # under perf record -k 1"
-        echo "\$ perf inject --jit ...; objdump -d jitted-PID-N.so   # one file per trampoline"
+        say "${rec[@]}"
+        echo "\$ cd tramp-jd && perf inject --jit -i t.data -o ti.data"
+        echo "\$ objdump -d --no-show-raw-insn jitted-PID-N.so   # each file, prologue to ret; immediates of addresses replaced"
         for so in "$TD"/jitted-*.so; do
             objdump -d --no-show-raw-insn "$so" >"$TD/objdump.txt"
             awk '/>:$/ { p = 1; print; next }
@@ -447,24 +502,24 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
 
     # toyvm profile: perf record + inject + report + flame graph in one step.
     # From the repository root, so names carry the short script path.
-    "$TOYVM" profile --out "$WORK/prof" examples/scripts/profile_demo.toy \
-        >"$WORK/prof.out" 2>"$WORK/prof.err" || true
-    PPID_=$(dump_pid "$WORK/prof/jitdump")
-    if [[ -n $PPID_ && -s $WORK/prof/report.txt ]]; then
+    prof=("$TOYVM" profile --out "$WORK/toyvm-profile" examples/scripts/profile_demo.toy)
+    "${prof[@]}" >"$WORK/prof.out" 2>"$WORK/prof.err" || true
+    PPID_=$(dump_pid "$WORK/toyvm-profile/jitdump")
+    if [[ -n $PPID_ && -s $WORK/toyvm-profile/report.txt ]]; then
         PIDS+=("$PPID_")
         pstrip() { sed -e "s|$WORK/||g" -e "s|$ROOT/||g" -e "s/jitted-$PPID_-/jitted-PID-/g"; }
         {
-            echo "\$ toyvm profile examples/scripts/profile_demo.toy   # perf's own progress lines left out"
+            echo "$(say "${prof[@]}")   # perf's own progress lines left out"
             cat "$WORK/prof.out"
-            grep '^toyvm profile:' "$WORK/prof.err" | sed "s|$WORK/prof/|toyvm-profile/|g"
+            grep '^toyvm profile:' "$WORK/prof.err" | sed "s|$WORK/||g"
             echo "\$ ls toyvm-profile"
-            (cd "$WORK/prof" && ls)
+            (cd "$WORK/toyvm-profile" && ls)
             echo
             echo "\$ cat toyvm-profile/report.txt"
             echo "  (the top entry and its largest call chain, innermost first; tree drawing, percentages and"
             echo "  inlined frames left out: perf shows each interpreter frame either as vm::interp::interp_entry"
             echo "  or only as its inlined parts, depending on the sample; here it is always the former)"
-            awk '/^ +[0-9.]+%/ { p = 1 } p { print } /toyvm::main/ { if (p) exit }' "$WORK/prof/report.txt" |
+            awk '/^ +[0-9.]+%/ { p = 1 } p { print } /toyvm::main/ { if (p) exit }' "$WORK/toyvm-profile/report.txt" |
                 pstrip | python3 -c 'import re, sys
 lines = sys.stdin.read().splitlines()
 print(re.sub(r"  +", "  ", re.sub(r"^ *[0-9]+\.[0-9]+%", "    NN.NN%", lines[0])).rstrip())
@@ -480,8 +535,8 @@ for line in lines[1:]:
         print("        " + frame)
     last = frame'
         } >"$OUT/toyvm-profile.txt"
-        if [[ ! -e book/src/images/profile-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1 ]]; then
-            cp "$WORK/prof/flamegraph.svg" book/src/images/profile-flamegraph.svg
+        if [[ -z $CHECK && (! -e book/src/images/profile-flamegraph.svg || ${REGENERATE_IMAGES:-} == 1) ]]; then
+            cp "$WORK/toyvm-profile/flamegraph.svg" book/src/images/profile-flamegraph.svg
         fi
     else
         echo "generate.sh: toyvm profile failed; keeping toyvm-profile.txt" >&2
@@ -493,18 +548,23 @@ fi
 
 # Porting chapter: the C mini-JIT's DWARF call chain through its function
 # without frame pointer (perfsupport-capi; needs perf, cc and pkg-config).
-if command -v perf >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null; then
+if command -v perf >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null &&
+    perf record -q -N -e cpu-clock -o /dev/null -- true >/dev/null 2>&1; then
     cargo build --release --quiet -p perfsupport-capi
     mkdir -p "$WORK/minijit"
     [[ -e $WORK/perfconfig ]] || printf '[buildid]\n\tdir = %s\n' "$WORK/buildid" >"$WORK/perfconfig"
     cc -O2 -g -fno-omit-frame-pointer examples/c-minijit/minijit.c -o "$WORK/minijit/minijit" \
         $(PKG_CONFIG_PATH="$ROOT/perfsupport-capi" pkg-config --cflags --libs perfsupport)
-    (cd "$WORK/minijit" && PERF_CONFIG="$WORK/perfconfig" perf record -q -k 1 -e cpu-clock --call-graph dwarf \
-        -o perf.data ./minijit --jitdump-dir . >/dev/null 2>&1 &&
-        PERF_CONFIG="$WORK/perfconfig" perf inject --jit -i perf.data -o perf.jit.data &&
-        PERF_CONFIG="$WORK/perfconfig" perf script -F ip,sym -i perf.jit.data 2>/dev/null |
-        awk 'BEGIN { RS = "" } !done && /minijit::leaf/ { print; done = 1 }' | sed 's/^[[:space:]]*[0-9a-f]* //') \
-        >"$OUT/minijit-dwarf-chain.txt"
+    {
+        echo "\$ perf record -q -k 1 -e cpu-clock --call-graph dwarf -o perf.data ./minijit --jitdump-dir ."
+        echo "\$ perf inject --jit -i perf.data -o perf.jit.data"
+        echo "\$ perf script -F ip,sym -i perf.jit.data   # the first sample in minijit::leaf; ip column dropped"
+        (cd "$WORK/minijit" && PERF_CONFIG="$WORK/perfconfig" perf record -q -k 1 -e cpu-clock --call-graph dwarf \
+            -o perf.data ./minijit --jitdump-dir . >/dev/null 2>&1 &&
+            PERF_CONFIG="$WORK/perfconfig" perf inject --jit -i perf.data -o perf.jit.data &&
+            PERF_CONFIG="$WORK/perfconfig" perf script -F ip,sym -i perf.jit.data 2>/dev/null |
+            awk 'BEGIN { RS = "" } !done && /minijit::leaf/ { print; done = 1 }' | sed 's/^[[:space:]]*[0-9a-f]* //')
+    } >"$OUT/minijit-dwarf-chain.txt"
     for dump in "$WORK"/minijit/jit-*.dump; do
         pid=${dump##*/jit-}
         rm -f "/tmp/perf-${pid%.dump}.map"
@@ -518,21 +578,29 @@ if command -v gdb >/dev/null; then
             -e 'libthread_db' -e '^\[New Thread' -e '^\[Thread .* exited' -e '^\[Inferior' -e '^Kill the program'; }
     # An explicit threshold, as in tests/gdb.rs: spin compiles on the
     # interpreter's thread at its 1000th call, where the breakpoint is hit.
-    gdb_session -ex 'set breakpoint pending on' -ex 'break -function toy:jit:spin:tests/gdb/hot.toy:5' \
-        -ex run -ex 'info line' -ex list -ex up -ex down -ex finish -ex kill \
-        --args target/release/toyvm run --gdb --jit-threshold 1000 tests/gdb/hot.toy 100 >"$OUT/gdb-breakpoint.txt"
+    session=(-ex 'set breakpoint pending on' -ex 'break -function toy:jit:spin:tests/gdb/hot.toy:5'
+        -ex run -ex 'info line' -ex list -ex up -ex down -ex finish -ex kill
+        --args "$TOYVM" run --gdb --jit-threshold 1000 tests/gdb/hot.toy 100)
+    {
+        say gdb -nx -batch -ex 'set pagination off' -ex 'set width 0' "${session[@]}"
+        echo "  (gdb's notes on auto-loading, threads and the inferior left out)"
+        gdb_session "${session[@]}"
+    } >"$OUT/gdb-breakpoint.txt"
     for flag in --gdb ""; do
         name=$([[ -n $flag ]] && echo with-gdb || echo without-gdb)
-        target/release/toyvm run $flag tests/gdb/hot.toy 1000000000000 >"$WORK/hot.out" &
+        "$TOYVM" run $flag tests/gdb/hot.toy 1000000000000 >"$WORK/hot.out" &
         hot=$!
         until [[ -s $WORK/hot.out ]]; do sleep 0.1; done
         sleep 0.5
-        gdb_session -ex bt -p "$hot" | grep '^#' | sed '/ main () at src\/main.rs/q' \
-            >"$OUT/gdb-backtrace-$name.txt"
+        {
+            echo "$(say "$TOYVM" run $flag tests/gdb/hot.toy 1000000000000) &"
+            echo "\$ gdb -nx -batch -ex 'set pagination off' -ex 'set width 0' -ex bt -p \$!   # the frames, down to main"
+            gdb_session -ex bt -p "$hot" | grep '^#' | sed '/ main () at src\/main.rs/q'
+        } >"$OUT/gdb-backtrace-$name.txt"
         kill "$hot"; wait "$hot" 2>/dev/null || true
     done
 else
     echo "generate.sh: gdb unavailable: keeping the gdb outputs already in $OUT" >&2
 fi
 
-echo "generate.sh: wrote $(find "$OUT" -name "*.txt" | wc -l) files to book/src/generated/" >&2
+echo "generate.sh: wrote $(find "$OUT" -name "*.txt" | wc -l) files to $OUT" >&2
