@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compile cost against function size: the measurements behind the JIT's
-# compile budget (jit/src/limits.rs, MAX_COMPILED_OPS).
+# compile budget (jit/src/translate/limits.rs, MAX_COMPILED_OPS).
 #
 # For straight-line `main`s of growing size (the `huge` shape of
 # bench/large/gen.py, at top level), runs `toyvm run --jit-threshold 0`

@@ -161,9 +161,8 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Command::Run(run) => run_script(run),
         Command::Check { script } => load(&script).map(|_| 0),
-        Command::Disasm { jit: false, script } => {
-            load(&script).and_then(|module| print_stdout(&vm::disasm::disassemble(&module)))
-        }
+        Command::Disasm { jit: false, script } => load(&script)
+            .and_then(|module| print_stdout(&vm::bytecode::disasm::disassemble(&module))),
         Command::Disasm { jit: true, script } => load(&script).and_then(|module| {
             match jit::disasm::disassemble(&module, &mut std::io::stderr()) {
                 Ok(text) => print_stdout(&text),

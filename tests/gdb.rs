@@ -2,7 +2,7 @@
 //! (`toyvm run --gdb`, `perfsupport::gdb_jit`).
 //!
 //! * a pending breakpoint on a compiled Toy function, by its documented
-//!   name (`jit/src/names.rs`), resolves when the code is registered and
+//!   name (`jit/src/codegen/names.rs`), resolves when the code is registered and
 //!   stops there; `info line`, `list`, `up`/`down` and `finish` work at that
 //!   JIT frame;
 //! * gdb attached to a compiled hot loop prints a backtrace that names every
@@ -165,7 +165,7 @@ fn a_pending_breakpoint_on_a_toy_function_stops_there() {
     if !gdb_present() {
         return;
     }
-    // The documented name of compiled spin (jit/src/names.rs).
+    // The documented name of compiled spin (jit/src/codegen/names.rs).
     let spin = format!("toy:jit:spin:{SCRIPT}:5");
     let steps = [
         ("break", "break -function ".to_string() + &spin),

@@ -1,4 +1,4 @@
-//! The compile budget (`jit/src/limits.rs`): functions too large to compile
+//! The compile budget (`jit/src/translate/limits.rs`): functions too large to compile
 //! in bounded time and memory stay interpreted, with the same output in
 //! every tier. Each shape used to make Cranelift's compile time and memory
 //! explode (issue 11.3); here it is generated just over the budget, and

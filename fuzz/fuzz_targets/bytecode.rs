@@ -17,9 +17,9 @@ use std::sync::Arc;
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use vm::abi::Vm;
-use vm::ast::{Span, Type};
+use vm::front::ast::{Span, Type};
 use vm::bytecode::{Const, Function, Module, Op};
-use vm::runtime::tier::{CallDecision, Countdown, LoopDecision, TierUp};
+use vm::abi::{CallDecision, Countdown, LoopDecision, TierUp};
 
 /// Most instructions per function.
 const MAX_CODE: usize = 64;
@@ -175,10 +175,10 @@ fuzz_target!(|data: &[u8]| {
     }
     // Reproducing a crash: `BYTECODE_DUMP=1 cargo fuzz run ... bytecode FILE`.
     if std::env::var_os("BYTECODE_DUMP").is_some() {
-        eprintln!("{}", vm::disasm::disassemble(&module));
+        eprintln!("{}", vm::bytecode::disasm::disassemble(&module));
         eprintln!("{module:#?}");
     }
-    let _ = vm::disasm::disassemble(&module);
+    let _ = vm::bytecode::disasm::disassemble(&module);
     let make = || {
         Box::new(Fuel {
             left: Fuel::BUDGET,

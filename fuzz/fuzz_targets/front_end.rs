@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
     match vm::driver::load("fuzz.toy", data) {
         Ok(module) => {
             // What `toyvm disasm` prints must render too.
-            let _ = vm::disasm::disassemble(&module);
+            let _ = vm::bytecode::disasm::disassemble(&module);
         }
         Err(diagnostic) => assert!(diagnostic.starts_with("fuzz.toy"), "{diagnostic}"),
     }

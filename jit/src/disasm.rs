@@ -1,88 +1,23 @@
 //! `toyvm disasm --jit`: every function's Cranelift IR and its machine code,
 //! with the Toy source line each instruction belongs to, for teaching.
 //!
-//! Machine code is decoded with `iced-x86` (pure Rust, no C toolchain, and
-//! it prints Intel syntax with the real runtime addresses) from the live
-//! bytes after finalize, so relocated call targets show their final
-//! addresses.
+//! It drives the `Compiler` directly, with no policy and no profilers:
+//! every function and its entry shim, callees first, in one batch, keeping
+//! each region's `Listing`. Machine code is decoded with `iced-x86` (pure
+//! Rust, no C toolchain, and it prints Intel syntax with the real runtime
+//! addresses) from the live bytes after finalize, so relocated call targets
+//! show their final addresses.
 
 use std::fmt::Write as _;
 
 use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
-use perfsupport::CodeRegion;
+use vm::abi::Vm;
 use vm::bytecode::Module;
 
-use crate::JitOptions;
-use crate::tiering::Jit;
-
-/// The listing of one finished region: its IR and its final code.
-#[derive(Clone, Debug)]
-pub struct Listing {
-    pub(crate) name: String,
-    func: u32,
-    pub(crate) ir: String,
-    address: u64,
-    pub(crate) code: Vec<u8>,
-    /// (code offset, source line), sorted.
-    lines: Vec<(u32, u32)>,
-}
-
-impl Listing {
-    /// The listing of `region` (of function `func`), whose IR was `ir`.
-    pub(crate) fn new(name: &str, func: u32, ir: &str, region: &CodeRegion<'_>) -> Listing {
-        Listing {
-            name: name.to_string(),
-            func,
-            ir: ir.to_string(),
-            address: region.start(),
-            code: region.code.to_vec(),
-            lines: region.lines.iter().map(|e| (e.offset, e.line)).collect(),
-        }
-    }
-
-    fn render(&self, module: &Module, out: &mut String) {
-        let f = &module.functions[self.func as usize];
-        let source: Vec<&str> = module.source.lines().collect();
-        let _ = writeln!(
-            out,
-            "== {} ({} bytes at {:#x}) ==",
-            self.name,
-            self.code.len(),
-            self.address
-        );
-        let _ = writeln!(
-            out,
-            "-- Cranelift IR (srcloc = bytecode index of `{}`)",
-            f.name
-        );
-        out.push_str(&self.ir);
-        let _ = writeln!(out, "-- machine code");
-        let mut decoder = Decoder::with_ip(64, &self.code, self.address, DecoderOptions::NONE);
-        let mut formatter = IntelFormatter::new();
-        let mut insn = Instruction::default();
-        let mut text = String::new();
-        let mut row = 0;
-        let mut shown_line = None;
-        while decoder.can_decode() {
-            decoder.decode_out(&mut insn);
-            let offset = (insn.ip() - self.address) as u32;
-            while row + 1 < self.lines.len() && self.lines[row + 1].0 <= offset {
-                row += 1;
-            }
-            if let Some(&(_, line)) = self.lines.get(row)
-                && shown_line != Some(line)
-            {
-                shown_line = Some(line);
-                let src = source.get(line as usize - 1).map_or("", |s| s.trim());
-                let _ = writeln!(out, "  ; {}:{line}: {src}", module.path);
-            }
-            text.clear();
-            formatter.format(&insn, &mut text);
-            let _ = writeln!(out, "  {:#x} +{offset:<4} {text}", insn.ip());
-        }
-        out.push('\n');
-    }
-}
+use crate::codegen::listing::Listing;
+use crate::compiler::{Action, Compiler, Request};
+use crate::options::JitOptions;
+use crate::policy::callgraph;
 
 /// Compiles every function of `module` (and its entry shim) and renders
 /// the listings; compile warnings go to `diagnostics`.
@@ -93,17 +28,154 @@ pub fn disassemble(
     module: &Module,
     diagnostics: &mut (dyn std::io::Write + Send),
 ) -> Result<String, String> {
-    let mut sink = std::io::sink();
-    let mut vm = vm::runtime::Vm::new(module, Vec::new(), 1, &mut sink)?;
-    vm.set_diagnostics(diagnostics);
-    let mut jit = Jit::new(JitOptions {
-        threshold: None,
-        ..JitOptions::default()
-    })?;
-    let listings = jit.compile_all_for_listing(&mut vm);
     let mut out = String::new();
-    for listing in listings {
-        listing.render(module, &mut out);
+    for listing in listings(module, diagnostics, None)? {
+        render(&listing, module, &mut out);
     }
     Ok(out)
+}
+
+/// The listings of every region that compiled (`fail`: test-only, the
+/// region whose compile fails).
+pub(crate) fn listings(
+    module: &Module,
+    diagnostics: &mut (dyn std::io::Write + Send),
+    fail: Option<String>,
+) -> Result<Vec<Listing>, String> {
+    let mut sink = std::io::sink();
+    // The compiler reads the program (constants included) from a VM.
+    let vm = Vm::new(module, Vec::new(), 1, &mut sink)?;
+    let (mut compiler, _) = Compiler::new(&JitOptions::default())?;
+    #[cfg(test)]
+    compiler.fail_region(fail);
+    #[cfg(not(test))]
+    let _ = fail;
+    compiler.reset(module.functions.len());
+    compiler.keep_listings();
+    let order = callgraph::callee_first_order(module);
+    let request = Request::Compile {
+        funcs: order.clone(),
+        entered: order,
+    };
+    let mut actions = Vec::new();
+    compiler.run(&*vm, &request, &mut actions);
+    for action in actions {
+        if let Action::Warn(line) = action {
+            let _ = writeln!(diagnostics, "{line}");
+        }
+    }
+    Ok(compiler.listings.take().unwrap_or_default())
+}
+
+/// Writes `listing` as `disasm --jit` shows it: a header, the IR, and the
+/// machine code with each source line before the instructions it owns.
+fn render(listing: &Listing, module: &Module, out: &mut String) {
+    let f = &module.functions[listing.func as usize];
+    let source: Vec<&str> = module.source.lines().collect();
+    let _ = writeln!(
+        out,
+        "== {} ({} bytes at {:#x}) ==",
+        listing.name,
+        listing.code.len(),
+        listing.address
+    );
+    let _ = writeln!(
+        out,
+        "-- Cranelift IR (srcloc = bytecode index of `{}`)",
+        f.name
+    );
+    out.push_str(&listing.ir);
+    let _ = writeln!(out, "-- machine code");
+    let mut decoder = Decoder::with_ip(64, &listing.code, listing.address, DecoderOptions::NONE);
+    let mut formatter = IntelFormatter::new();
+    let mut insn = Instruction::default();
+    let mut text = String::new();
+    let mut row = 0;
+    let mut shown_line = None;
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        let offset = (insn.ip() - listing.address) as u32;
+        while row + 1 < listing.lines.len() && listing.lines[row + 1].0 <= offset {
+            row += 1;
+        }
+        if let Some(&(_, line)) = listing.lines.get(row)
+            && shown_line != Some(line)
+        {
+            shown_line = Some(line);
+            let src = source.get(line as usize - 1).map_or("", |s| s.trim());
+            let _ = writeln!(out, "  ; {}:{line}: {src}", module.path);
+        }
+        text.clear();
+        formatter.format(&insn, &mut text);
+        let _ = writeln!(out, "  {:#x} +{offset:<4} {text}", insn.ip());
+    }
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROGRAM: &str = "fn f1(x: int) -> int { let y = 0; for i in 0..x { y = y + i; } return y; }\n\
+        fn f2(x: int) -> int { let y = 1; for i in 0..x { y = y * 2; } return y; }\n\
+        fn f3(x: int) -> int { let y = 2; for i in 0..x { y = y - i; } return y; }\n\
+        print(f1(3) + f2(3) + f3(3));\n";
+
+    /// `disasm --jit`'s listings as (region name, IR, code size), with the
+    /// compile of region `fail` failing.
+    fn listed(fail: Option<&str>) -> Vec<(String, String, usize)> {
+        let module = vm::driver::load("t.toy", PROGRAM.as_bytes()).expect("compiles");
+        let mut diagnostics = Vec::new();
+        let listings =
+            super::listings(&module, &mut diagnostics, fail.map(String::from)).expect("JIT starts");
+        let warned = String::from_utf8_lossy(&diagnostics);
+        assert_eq!(
+            warned.contains("injected failure"),
+            fail.is_some(),
+            "{warned}"
+        );
+        // The IR without its first line, which names the region by its
+        // `FuncId`, and with the `FuncId`s of called functions (`u0:N`)
+        // blanked: ids are numbered in declaration order, so they shift
+        // when a compile fails.
+        let body = |ir: &str| {
+            let body = ir.split_once('\n').map_or("", |(_, b)| b);
+            let mut out = String::with_capacity(body.len());
+            let mut rest = body;
+            while let Some(at) = rest.find("u0:") {
+                out.push_str(&rest[..at + 3]);
+                out.push('_');
+                rest = rest[at + 3..].trim_start_matches(|c: char| c.is_ascii_digit());
+            }
+            out.push_str(rest);
+            out
+        };
+        (listings.into_iter())
+            .map(|l| (l.name, body(&l.ir), l.code.len()))
+            .collect()
+    }
+
+    #[test]
+    fn listings_pair_with_their_own_regions_after_a_failed_compile() {
+        let all = listed(None);
+        let failed = "toy:jit:f2:t.toy:2";
+        assert!(all.iter().any(|(name, _, _)| name == failed), "{all:?}");
+        let with_failure = listed(Some(failed));
+        // The failed function has neither its native function nor its shim.
+        let expected: Vec<_> = (all.iter())
+            .filter(|(name, _, _)| !name.contains(":f2:"))
+            .cloned()
+            .collect();
+        assert_eq!(with_failure.len(), expected.len());
+        for (got, want) in with_failure.iter().zip(&expected) {
+            assert_eq!(got.0, want.0);
+            // `<main>` calls f2: through the entry table once f2 failed,
+            // so its own code differs. Every other region is unchanged.
+            if got.0.contains(":<main>:") {
+                continue;
+            }
+            assert_eq!(got.1, want.1, "IR of {}", got.0);
+            assert_eq!(got.2, want.2, "code of {}", got.0);
+        }
+    }
 }

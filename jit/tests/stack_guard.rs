@@ -24,7 +24,7 @@ fn run(depth: usize, limit: impl Fn(usize) -> usize) -> (u32, Option<RuntimeErro
         vm.set_diagnostics(&mut diagnostics);
         let here = 0u8;
         vm.set_stack_limit(limit(&here as *const u8 as usize));
-        let status = vm::runtime::tier::run_main(&mut vm, &mut *jit);
+        let status = vm::interp::run_main(&mut vm, Some(&mut *jit));
         vm.flush_output().expect("flush");
         (status, vm.take_error(), vm.depth())
     };

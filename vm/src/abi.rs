@@ -1,8 +1,15 @@
-//! Exactly what an execution tier (a JIT) may touch: the entry and OSR
-//! signatures and their status codes, the frame-record layout, the byte
-//! offsets of the [`Vm`] fields generated code reads and writes, the
-//! interpreter's entry and slow-op runner, and the ways to record an error.
+//! Exactly what an execution tier (a JIT) may touch, in one place: the
+//! entry and OSR signatures and their status codes, the frame-record
+//! layout, the byte offsets of the [`Vm`] fields generated code reads and
+//! writes, the heap's object layout, the interpreter's entry and slow-op
+//! runner, the ways to record an error, and the tier-up protocol
+//! ([`TierUp`]) through which the interpreter hands hot code to a tier.
 //! Everything else about the [`Vm`] is private to this crate.
+//!
+//! This module defines nothing but [`offsets`]: it re-exports the pieces
+//! from the execution core ([`crate::interp`]) and the runtime services,
+//! so that a tier depends on one façade, not on the VM's layout of
+//! modules.
 //!
 //! # The entry ABI
 //!
@@ -38,40 +45,19 @@
 //! allocating, printing and parsing instructions to [`run_slow_op`].
 //! Nothing ever unwinds (panics) across an entry.
 
-pub use crate::interp::{LOCATION_SHIFT, Locations, interp_entry, run_slow_op};
-pub use crate::runtime::tier::OsrFn;
-pub use crate::runtime::{RuntimeError, Vm};
+pub use crate::interp::tier::{CallDecision, Countdown, LoopDecision, OsrFn, TierUp};
+pub use crate::interp::{
+    EntryFn, FrameRecord, LOCATION_SHIFT, Locations, STATUS_ERROR, STATUS_OK, Vm, interp_entry,
+    run_slow_op,
+};
+pub use crate::runtime::RuntimeError;
+pub use crate::vmprof::COMPILER_FRAME;
 
-// ANCHOR: entry_abi
-/// The calling convention of every Toy function (see the module docs).
-pub type EntryFn = unsafe extern "C" fn(vm: *mut Vm<'_>, func: u32, base: *mut u64) -> u32;
-
-/// Status returned by an [`EntryFn`]: the call completed.
-pub const STATUS_OK: u32 = 0;
-/// Status returned by an [`EntryFn`]: an error is recorded in the VM.
-pub const STATUS_ERROR: u32 = 1;
-
-/// One active frame: where its registers are and which function it runs.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct FrameRecord {
-    /// Register 0 of the frame.
-    pub base: *mut u64,
-    /// Index of the function running in it.
-    pub func: u32,
-    /// Only while a vmprof session records lines ([`Vm::vmprof_lines`]):
-    /// the [location](Locations) of an instruction on the line the frame is
-    /// executing (instruction 0's when the frame is entered; the
-    /// interpreter stores it at each instruction that starts a line,
-    /// compiled code before each call, so a caller's is on its call's
-    /// line). Stale otherwise; nothing but the sampler reads it.
-    pub pc: u32,
+/// The heap's object layout and accessors, for code that reads strings and
+/// arrays directly (a JIT's inline array accesses and its helpers).
+pub mod heap {
+    pub use crate::runtime::heap::{ArrObj, Heap, arr_mut, str_ref};
 }
-// ANCHOR_END: entry_abi
-
-// SAFETY: a null `base` and function 0 are a valid (inactive) record: all
-// fields are plain integers and raw pointers.
-unsafe impl crate::runtime::region::Zeroable for FrameRecord {}
 
 /// Byte offsets of the VM fields that generated code reads or writes.
 pub mod offsets {

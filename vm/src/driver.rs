@@ -7,20 +7,20 @@
 //! running `--max-depth N` frames needs about `N * NATIVE_BYTES_PER_CALL`
 //! bytes of native stack (`N * COMPILED_BYTES_PER_CALL` with a JIT, whose
 //! compiled prologues also check the stack pointer against
-//! [`Vm::stack_limit`], see [`runtime::native_stack`]). [`run`] uses the main thread (so perf's
-//! frame-pointer stacks reach `main`) when its stack limit allows, raising
+//! [`Vm::stack_limit`], see [`runtime::native_stack`]). [`run`] uses the
+//! main thread (so perf's frame-pointer stacks reach `main`) when its stack limit allows, raising
 //! the soft `RLIMIT_STACK` if that is enough, and otherwise runs the script
 //! on a spawned thread with a stack large enough.
 
 use std::io::Write;
 
-use crate::ast::Span;
 use crate::bytecode::{self, Module};
-use crate::diag::{self, Diagnostic};
-use crate::interp;
-use crate::runtime::{self, STATUS_OK, Vm, tier};
+use crate::front::ast::Span;
+use crate::front::diag::{self, Diagnostic};
+use crate::front::{check, compile, parser};
+use crate::interp::{self, STATUS_OK, Vm, tier};
+use crate::runtime;
 use crate::vmprof::{Session, VmprofOptions};
-use crate::{check, compile, parser};
 
 /// Default `--max-depth`: frames that may be active at once.
 pub const DEFAULT_MAX_DEPTH: usize = 10_000;
@@ -53,9 +53,8 @@ const MAX_MAIN_STACK: usize = 64 << 20;
 const FRONT_END_STACK: usize = 512 << 20;
 
 /// Makes the JIT for one run (called on the thread that runs the script,
-/// after the VM exists; see [`crate::runtime::tier`]).
-pub type TierUpFactory =
-    std::sync::Arc<dyn Fn() -> Box<dyn crate::runtime::tier::TierUp> + Send + Sync>;
+/// after the VM exists; see [`tier`]).
+pub type TierUpFactory = std::sync::Arc<dyn Fn() -> Box<dyn tier::TierUp> + Send + Sync>;
 
 /// Called once with the run's [`runtime::PendingOutput`] when the VM
 /// exists, so a signal thread can write out what the script printed before
@@ -275,10 +274,7 @@ fn execute<'m>(
     // The JIT (its code memory) must stay alive while the VM runs code;
     // it lives until the end of this function.
     let mut jit = options.tier_up.as_ref().map(|make| make());
-    let status = match jit.as_mut() {
-        Some(jit) => tier::run_main(&mut vm, &mut **jit),
-        None => interp::run_main(&mut vm),
-    };
+    let status = interp::run_main(&mut vm, jit.as_deref_mut());
     // Completes the profile before anything else is reported, also after a
     // runtime error (and, through `Session`'s drop, on a panic).
     if let Some((session, vmprof)) = profile {

@@ -1,34 +1,33 @@
 //! The Toy language (LANGUAGE.md, "Overview"): front end, typed bytecode,
 //! interpreter and runtime.
 //!
-//! The pipeline, one module per stage:
+//! The crate is five components, each a folder (or file) of its own, with
+//! edges that go one way only (from top to bottom here;
+//! `tests/architecture.rs` checks the `use` graph):
 //!
-//! | stage | module | output |
+//! | component | module | job |
 //! |---|---|---|
-//! | text → tokens | [`lexer`] | `Vec<Token>` |
-//! | tokens → tree | [`parser`] | [`ast::Program`] |
-//! | names and types | [`check`] | the same tree, typed and resolved |
-//! | tree → bytecode | [`compile`] | [`bytecode::Module`] |
-//! | bytecode → effects | [`interp`] + [`runtime`] | stdout, exit status |
+//! | host API | [`driver`], [`vmprof`] | load a script, run it, profile it |
+//! | front end | [`front`] | text → tokens → tree → checked tree → bytecode |
+//! | abi | [`abi`] | the one façade a tier (a JIT) uses |
+//! | execution core | [`interp`] | the [`interp::Vm`], the interpreter, the tier-up protocol |
+//! | runtime services | [`runtime`] | heap and GC, output, printing, builtins, errors, native stack |
+//! | bytecode | [`bytecode`] | the instruction table, modules, the verifier, listings |
+//! | vocabulary | [`types`] | types and source positions every stage shares |
 //!
-//! A JIT plugs in through [`runtime::tier`] and touches the VM only
-//! through [`abi`].
+//! A JIT plugs in through [`abi::TierUp`] and touches the VM only through
+//! [`abi`] and [`bytecode`] (its input).
 //!
-//! Compile errors are [`diag::Diagnostic`]s rendered as
+//! Compile errors are [`front::diag::Diagnostic`]s rendered as
 //! `PATH:LINE:COL: error: MESSAGE` with the source line and a caret.
 
 pub mod abi;
-pub mod ast;
 // `#[macro_use]`: `with_instruction_names!`, which the table generates.
 #[macro_use]
 pub mod bytecode;
-pub mod check;
-pub mod compile;
-pub mod diag;
-pub mod disasm;
 pub mod driver;
+pub mod front;
 pub mod interp;
-pub mod lexer;
-pub mod parser;
 pub mod runtime;
+pub mod types;
 pub mod vmprof;

@@ -49,8 +49,7 @@ use perfsupport::vmprof::{
     VmprofError, install_frame_view,
 };
 
-use crate::abi::LOCATION_SHIFT;
-use crate::runtime::{FrameRecord, Vm};
+use crate::interp::{FrameRecord, LOCATION_SHIFT, Vm};
 
 /// The code-object class of Toy functions: names start with `toy:`.
 pub const CODE_CLASS: &str = "toy";

@@ -1,9 +1,9 @@
 //! End-to-end front-end errors as the user sees them: source text in,
 //! rendered `PATH:LINE:COL: error: MESSAGE` with source line and caret out.
 
-use vm::check::check;
-use vm::diag::{Diagnostic, render, utf8_error};
-use vm::parser::parse;
+use vm::front::check::check;
+use vm::front::diag::{Diagnostic, render, utf8_error};
+use vm::front::parser::parse;
 
 /// Parses and checks `source`; the rendered first error, if any.
 fn compile(source: &str) -> Result<(), String> {
@@ -92,7 +92,7 @@ fn invalid_utf8_is_located() {
     let d = utf8_error(&bytes, err);
     assert_eq!(
         d,
-        Diagnostic::new(vm::ast::Span::new(2, 10), "file is not valid UTF-8")
+        Diagnostic::new(vm::front::ast::Span::new(2, 10), "file is not valid UTF-8")
     );
     // The caller renders it with the valid prefix (or a lossy copy).
     let lossy = String::from_utf8_lossy(&bytes);

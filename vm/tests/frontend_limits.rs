@@ -2,10 +2,10 @@
 //! error or a correct result, never a crash. Like `toyvm`, every test runs
 //! the front end on a thread with a 512 MiB stack.
 
-use vm::ast::{ExprKind, Program, StmtKind, Type};
-use vm::check::check;
-use vm::diag::Diagnostic;
-use vm::parser::{MAX_EXPR_DEPTH, MAX_NESTING, parse};
+use vm::front::ast::{ExprKind, Program, StmtKind, Type};
+use vm::front::check::check;
+use vm::front::diag::Diagnostic;
+use vm::front::parser::{MAX_EXPR_DEPTH, MAX_NESTING, parse};
 
 /// Parses and checks `source` on a front-end-sized stack and hands the
 /// result to `inspect` there too: a deep tree must also be dropped on a

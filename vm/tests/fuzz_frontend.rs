@@ -12,11 +12,13 @@
 //! The generator is a fixed-seed xorshift, so a failure reproduces; the
 //! case counts keep the run to a few seconds in a debug build.
 
-use vm::ast::{Block, Callee, Expr, ExprKind, FnDecl, Program, Stmt, StmtKind, Type, UNRESOLVED};
-use vm::check::check;
-use vm::diag::{Diagnostic, render, utf8_error};
-use vm::lexer::{TokenKind, tokenize};
-use vm::parser::parse;
+use vm::front::ast::{
+    Block, Callee, Expr, ExprKind, FnDecl, Program, Stmt, StmtKind, Type, UNRESOLVED,
+};
+use vm::front::check::check;
+use vm::front::diag::{Diagnostic, render, utf8_error};
+use vm::front::lexer::{TokenKind, tokenize};
+use vm::front::parser::parse;
 
 /// Cases per generator.
 const CASES: usize = 30_000;

@@ -36,7 +36,7 @@ impl Translator<'_, '_> {
                     args.push(self.read_as(b, base_reg + i as u8, clif_type(ty)));
                 }
                 self.enter_frame(b, callee_base, callee, pc);
-                let fref = self.helper(b, id);
+                let fref = self.func_ref(b, id);
                 let inst = b.ins().call(fref, &args);
                 let (result, status) = (b.inst_results(inst)[0], b.inst_results(inst)[1]);
                 frames::pop_record(b, self.vm);
@@ -71,7 +71,7 @@ impl Translator<'_, '_> {
 
     // ANCHOR: enter_frame
     /// Enters the frame of a native callee `callee` at `callee_base` for
-    /// the call at `pc` (see `crate::frames`): past the depth limit, the
+    /// the call at `pc` (see `crate::abi::frames`): past the depth limit, the
     /// call fails here, as in the interpreter. In vmprof lines mode it
     /// first stores `pc`'s location in the caller's record, with the depth
     /// and record array it loads anyway (loaded again for the store alone,

@@ -17,10 +17,10 @@ pub(super) struct ErrorBlocks {
     /// `(pc: i32, index: i64, length: i64)`: an index out of bounds.
     index: Option<Block>,
     /// `(pc: i32)`: a call (inlined or not) past the depth limit (see
-    /// `crate::frames`).
+    /// `crate::abi::frames`).
     too_deep: Option<Block>,
     /// `()`: the native stack is below its limit on entry (see
-    /// `crate::stack_guard`).
+    /// `crate::abi::stack_guard`).
     no_stack: Option<Block>,
 }
 
@@ -119,7 +119,7 @@ impl Translator<'_, '_> {
             // The depth error without a trace entry: the caller adds its
             // own, as after `interp_entry` found no room.
             b.switch_to_block(block);
-            let helper = self.helper(b, helpers.depth_exceeded);
+            let helper = self.func_ref(b, helpers.depth_exceeded);
             b.ins().call(helper, &[self.vm]);
             let exit = self.error_exit(b);
             b.ins().jump(exit, &[]);
@@ -133,7 +133,7 @@ impl Translator<'_, '_> {
                 // `toy_jit_push_trace`'s flag: record the depth error first.
                 args.push(b.ins().iconst(types::I32, 1));
             }
-            let helper = self.helper(b, helper);
+            let helper = self.func_ref(b, helper);
             b.ins().call(helper, &args);
             let exit = self.error_exit(b);
             b.ins().jump(exit, &[]);
@@ -173,7 +173,7 @@ impl Translator<'_, '_> {
         b.seal_block(failed);
         b.seal_block(ok);
         b.switch_to_block(failed);
-        let helper = self.helper(b, self.env.imports.push_trace);
+        let helper = self.func_ref(b, self.env.imports.push_trace);
         let func = b.ins().iconst(types::I32, self.env.func as i64);
         let pcv = b.ins().iconst(types::I32, pc as i64);
         // The callee recorded its error: no depth error to add.

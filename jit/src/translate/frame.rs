@@ -1,17 +1,17 @@
 //! A native function's frame: the prologue (native stack check, reference
 //! registers, parameters) and every return. Entering and leaving the frame is the
-//! caller's (`crate::frames`).
+//! caller's (`crate::abi::frames`).
 
 use super::*;
 
 impl Translator<'_, '_> {
     /// The native variant's entry: its caller has entered the frame (see
-    /// `crate::frames`), so what is left is the native stack check (the
+    /// `crate::abi::frames`), so what is left is the native stack check (the
     /// frame Cranelift allocated is this function's own, see
-    /// `crate::stack_guard`), zeroing the reference registers that are not
+    /// `crate::abi::stack_guard`), zeroing the reference registers that are not
     /// parameters and taking the parameters.
     pub(super) fn prologue(&mut self, b: &mut FunctionBuilder<'_>, args: &[Value]) {
-        let exhausted = crate::stack_guard::stack_exhausted(b, self.vm);
+        let exhausted = crate::abi::stack_guard::stack_exhausted(b, self.vm);
         let no_stack = self.no_stack_block(b);
         self.exit_if(b, exhausted, no_stack, &[], &[]);
         let nparams = self.f.params.len();
@@ -42,7 +42,7 @@ impl Translator<'_, '_> {
     }
 
     /// Returns from the function with `value` (or none). The frame is the
-    /// caller's to leave (see `crate::frames`).
+    /// caller's to leave (see `crate::abi::frames`).
     pub(super) fn return_value(&mut self, b: &mut FunctionBuilder<'_>, value: Option<Value>) {
         let ok = b.ins().iconst(types::I32, 0);
         match self.role {

@@ -2,32 +2,9 @@
 
 use super::*;
 
-/// Most instructions a callee may have to be inlined.
-const INLINE_MAX_OPS: usize = 24;
-
-/// A callee that `Translator::inline_leaf` can expand: short, straight-line
-/// up to its first return, only scalar registers, and only instructions
-/// that cannot fail, allocate, call or touch memory.
-pub fn is_inlinable_leaf(f: &Function) -> bool {
-    // Straight-line code: everything after the first return is unreachable
-    // (the compiler may append a `ReturnVoid` there).
-    let Some(ret) = f
-        .code
-        .iter()
-        .position(|op| matches!(op, Op::Return { .. } | Op::ReturnVoid))
-    else {
-        return false;
-    };
-    let body = &f.code[..ret];
-    ret < INLINE_MAX_OPS
-        && f.reg_types.iter().all(|t| !t.is_ref())
-        && f.frame_size as usize == f.num_typed()
-        && body.iter().all(|op| op.flags().contains(Flags::INLINABLE))
-}
-
 impl Translator<'_, '_> {
     /// Translates a call of a small straight-line leaf (see
-    /// [`is_inlinable_leaf`]) in place: its registers become fresh
+    /// [`limits::is_inlinable_leaf`]) in place: its registers become fresh
     /// variables, its parameters the argument values. Such a callee cannot
     /// fail, allocate or call, so it needs no frame record; only the depth
     /// limit stays observable, so it is still checked (and reported exactly
@@ -75,36 +52,11 @@ impl Translator<'_, '_> {
                 b.def_var(var, v);
             }
         }
-        let env = Env {
-            module: self.env.module,
-            func: callee as u32,
-            consts: &[],
-            natives: self.env.natives,
-            imports: self.env.imports,
-            array: self.env.array,
-            call_conv: self.env.call_conv,
-            // A leaf makes no calls.
-            inlined_frames: false,
-            locations: None,
-        };
-        let mut inner = Translator {
-            f: cf,
-            env: &env,
-            jit: &mut *self.jit,
-            slots,
-            blocks: HashMap::new(),
-            incoming: HashMap::new(),
-            refs: HashMap::new(),
-            vm: self.vm,
-            base: self.base,
-            stored_line: None,
-            error_exit: None,
-            errors: ErrorBlocks::default(),
-            role: self.role,
-            array_fields: HashMap::new(),
-            // A leaf makes no calls.
-            inline_budget: InlineBudget::default(),
-        };
+        let env = self.env.for_leaf(callee as u32);
+        let mut inner = Translator::new(cf, &env, &mut *self.jit, self.role);
+        inner.slots = slots;
+        inner.vm = self.vm;
+        inner.base = self.base;
         let srcloc = b.srcloc();
         for (at, op) in cf.code.iter().enumerate() {
             // The callee's own lines (see `line_table`).
@@ -144,6 +96,7 @@ impl Translator<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::translate::limits::{INLINE_MAX_OPS, is_inlinable_leaf};
 
     fn function(source: &str, name: &str) -> Function {
         let module = vm::driver::load("t.toy", source.as_bytes()).expect("compiles");

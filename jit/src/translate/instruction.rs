@@ -7,13 +7,10 @@ impl Translator<'_, '_> {
     /// (nothing falls through).
     pub(super) fn instruction(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) -> bool {
         let op = self.f.code[pc];
-        if let Some(ends_block) = self.control(b, op, pc) {
-            return ends_block;
-        }
-        if !self.scalar(b, op, pc) {
+        if !self.control(b, op, pc) && !self.scalar(b, op, pc) {
             self.memory_or_slow(b, op, pc);
         }
-        false
+        op.flags().contains(Flags::ENDS_BLOCK)
     }
 
     /// Moves, constants, arithmetic and comparisons (never fail, except
@@ -166,93 +163,71 @@ impl Translator<'_, '_> {
         true
     }
 
-    /// Jumps, calls and returns: `Some(true)` if `op` ends the block,
-    /// `None` if it is none of them.
-    pub(super) fn control(
-        &mut self,
-        b: &mut FunctionBuilder<'_>,
-        op: Op,
-        pc: usize,
-    ) -> Option<bool> {
+    /// Jumps, calls and returns; false if `op` is none of them. Whether it
+    /// ends the block is the table's fact (`Flags::ENDS_BLOCK`), not this
+    /// function's.
+    pub(super) fn control(&mut self, b: &mut FunctionBuilder<'_>, op: Op, pc: usize) -> bool {
         match op {
             Op::Jmp { target } => {
                 let block = self.blocks[&(target as usize)];
                 b.ins().jump(block, &[]);
                 self.edge_emitted(b, target as usize);
-                return Some(true);
             }
             Op::JmpIf { a, target } => {
                 let x = self.read_i(b, a);
                 self.branch(b, x, target, pc);
-                return Some(true);
             }
             Op::JmpIfNot { a, target } => {
                 let x = self.read_i(b, a);
                 let c = b.ins().icmp_imm_s(IntCC::Equal, x, 0);
                 self.branch(b, c, target, pc);
-                return Some(true);
             }
             Op::JmpIfNotLtI { a, b: y, target } => {
                 let (x, y) = (self.read_i(b, a), self.read_i(b, y));
                 self.icmp_branch(b, IntCC::SignedGreaterThanOrEqual, x, y, target, pc);
-                return Some(true);
             }
             Op::JmpIfNotLeI { a, b: y, target } => {
                 let (x, y) = (self.read_i(b, a), self.read_i(b, y));
                 self.icmp_branch(b, IntCC::SignedGreaterThan, x, y, target, pc);
-                return Some(true);
             }
             Op::JmpIfNotEqI { a, b: y, target } => {
                 let (x, y) = (self.read_i(b, a), self.read_i(b, y));
                 self.icmp_branch(b, IntCC::NotEqual, x, y, target, pc);
-                return Some(true);
             }
             Op::JmpIfNotNeI { a, b: y, target } => {
                 let (x, y) = (self.read_i(b, a), self.read_i(b, y));
                 self.icmp_branch(b, IntCC::Equal, x, y, target, pc);
-                return Some(true);
             }
             Op::JmpIfNotLtIImm { a, imm, target } => {
-                return Some(self.imm_branch(
-                    b,
-                    a,
-                    imm,
-                    IntCC::SignedGreaterThanOrEqual,
-                    target,
-                    pc,
-                ));
+                self.imm_branch(b, a, imm, IntCC::SignedGreaterThanOrEqual, target, pc);
             }
             Op::JmpIfNotLeIImm { a, imm, target } => {
-                return Some(self.imm_branch(b, a, imm, IntCC::SignedGreaterThan, target, pc));
+                self.imm_branch(b, a, imm, IntCC::SignedGreaterThan, target, pc);
             }
             Op::JmpIfNotGtIImm { a, imm, target } => {
-                return Some(self.imm_branch(b, a, imm, IntCC::SignedLessThanOrEqual, target, pc));
+                self.imm_branch(b, a, imm, IntCC::SignedLessThanOrEqual, target, pc);
             }
             Op::JmpIfNotGeIImm { a, imm, target } => {
-                return Some(self.imm_branch(b, a, imm, IntCC::SignedLessThan, target, pc));
+                self.imm_branch(b, a, imm, IntCC::SignedLessThan, target, pc);
             }
             Op::JmpIfNotEqIImm { a, imm, target } => {
-                return Some(self.imm_branch(b, a, imm, IntCC::NotEqual, target, pc));
+                self.imm_branch(b, a, imm, IntCC::NotEqual, target, pc);
             }
             Op::JmpIfNotNeIImm { a, imm, target } => {
-                return Some(self.imm_branch(b, a, imm, IntCC::Equal, target, pc));
+                self.imm_branch(b, a, imm, IntCC::Equal, target, pc);
             }
             // "Not less than" must be true for NaN: the unordered forms.
             Op::JmpIfNotLtF { a, b: y, target } => {
                 self.fcmp_branch(b, FloatCC::UnorderedOrGreaterThanOrEqual, a, y, target, pc);
-                return Some(true);
             }
             Op::JmpIfNotLeF { a, b: y, target } => {
                 self.fcmp_branch(b, FloatCC::UnorderedOrGreaterThan, a, y, target, pc);
-                return Some(true);
             }
             Op::JmpIfLtF { a, b: y, target } => {
                 self.fcmp_branch(b, FloatCC::LessThan, a, y, target, pc);
-                return Some(true);
             }
             Op::JmpIfLeF { a, b: y, target } => {
                 self.fcmp_branch(b, FloatCC::LessThanOrEqual, a, y, target, pc);
-                return Some(true);
             }
             Op::ForPrep {
                 counter,
@@ -261,7 +236,6 @@ impl Translator<'_, '_> {
             } => {
                 let (c, e) = (self.read_i(b, counter), self.read_i(b, end));
                 self.icmp_branch(b, IntCC::SignedGreaterThanOrEqual, c, e, target, pc);
-                return Some(true);
             }
             Op::ForLoop {
                 counter,
@@ -273,22 +247,19 @@ impl Translator<'_, '_> {
                 self.write(b, counter as usize, next);
                 let e = self.read_i(b, end);
                 self.icmp_branch(b, IntCC::SignedLessThan, next, e, target, pc);
-                return Some(true);
             }
 
             Op::Call { func, base, dst } => self.call(b, func, base, dst, pc),
             Op::Return { src } => {
                 let v = self.read(b, src);
                 self.return_value(b, Some(v));
-                return Some(true);
             }
             Op::ReturnVoid => {
                 self.return_value(b, None);
-                return Some(true);
             }
-            _ => return None,
+            _ => return false,
         }
-        Some(false)
+        true
     }
 
     /// Strings, arrays, conversions, and every slow instruction (through
@@ -370,11 +341,10 @@ impl Translator<'_, '_> {
         cc: IntCC,
         target: u32,
         pc: usize,
-    ) -> bool {
+    ) {
         let x = self.read_i(b, a);
         let c = b.ins().icmp_imm_s(cc, x, imm as i64);
         self.branch(b, c, target, pc);
-        true
     }
 
     pub(super) fn branch(

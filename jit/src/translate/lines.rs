@@ -33,14 +33,10 @@ use super::*;
 impl Translator<'_, '_> {
     // ANCHOR: store_pc
     /// Stores `pc` in the frame record if instruction `pc` calls a helper
-    /// (a Toy call stores in `call`, unless it is inlined).
+    /// ([`lowering::calls_helper`]; a Toy call stores in `call`, unless it
+    /// is inlined).
     pub(super) fn store_pc_if_calling(&mut self, b: &mut FunctionBuilder<'_>, pc: usize) {
-        let calls_out = match self.f.code[pc] {
-            Op::RemF { .. } | Op::LenS { .. } | Op::Pop { .. } => true,
-            Op::EqS { .. } | Op::NeS { .. } | Op::LtS { .. } | Op::LeS { .. } => true,
-            op => op.is_slow(),
-        };
-        if calls_out {
+        if lowering::calls_helper(&self.f.code[pc]) {
             self.store_pc(b, pc);
         }
     }

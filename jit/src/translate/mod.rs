@@ -10,8 +10,8 @@
 //! without one) and the entry ABI's status (`STATUS_OK`/`STATUS_ERROR`). It
 //! runs in a frame its caller entered (depth check, frame record, `depth
 //! += 1`) and leaves (`depth -= 1`): the compiled call site or the entry
-//! shim, see [`crate::frames`]. Its own prologue checks the native stack
-//! (its frame is its own, see [`crate::stack_guard`]), zeroes the
+//! shim, see [`crate::abi::frames`]. Its own prologue checks the native stack
+//! (its frame is its own, see [`crate::abi::stack_guard`]), zeroes the
 //! reference registers and takes the parameters.
 //!
 //! The **OSR variant** `(vm, base, pc) -> status` of a function continues an
@@ -35,7 +35,7 @@
 //!   frame right before a call through the entry table.
 //!
 //! Instructions that allocate, print or parse run the interpreter's own
-//! code through [`crate::helpers::toy_jit_slow_op`]: their scalar operands
+//! code through [`crate::abi::helpers::toy_jit_slow_op`]: their scalar operands
 //! are stored to the frame first and the result is reloaded after.
 //! Errors call a helper that records the error like the interpreter
 //! (`Vm::fail` with the instruction index), then return `STATUS_ERROR`;
@@ -64,7 +64,9 @@ mod errors;
 mod frame;
 mod inline;
 mod instruction;
+pub mod limits;
 mod lines;
+pub(crate) mod lowering;
 mod registers;
 
 use std::collections::HashMap;
@@ -80,15 +82,13 @@ use cranelift_module::{FuncId, Module};
 use vm::abi::offsets;
 use vm::bytecode::{Const, Flags, Function, Op, Reg};
 
+use crate::abi::frames;
+use crate::abi::helpers::codes;
+use crate::abi::layout::ArrayLayout;
 use crate::abi::{Imports, clif_type, entry_signature};
-use crate::frames;
-use crate::helpers::codes;
-use crate::layout::ArrayLayout;
-use crate::limits::InlineBudget;
-use crate::line_table;
-use crate::role::Role;
-
-pub use inline::is_inlinable_leaf;
+use crate::codegen::line_table;
+use crate::codegen::role::Role;
+use crate::translate::limits::InlineBudget;
 
 use analysis::written_registers;
 use cfg::{incoming_edges, leaders, loop_headers};
@@ -123,6 +123,21 @@ pub struct Env<'a> {
     pub locations: Option<&'a vm::abi::Locations>,
 }
 
+impl<'a> Env<'a> {
+    /// The environment of `callee`, a leaf inlined into this function: it
+    /// makes no calls and reads no constants, so it needs neither frame
+    /// records nor locations.
+    fn for_leaf(&self, callee: u32) -> Env<'a> {
+        Env {
+            func: callee,
+            consts: &[],
+            inlined_frames: false,
+            locations: None,
+            ..*self
+        }
+    }
+}
+
 /// Translates `env.func` into `builder` (whose signature is already set):
 /// its native function ([`Role::Native`]) or an OSR variant ([`Role::Osr`]);
 /// shims and trampolines are [`crate::abi`]'s.
@@ -133,24 +148,7 @@ pub fn translate(
     role: Role,
 ) {
     let f = &env.module.functions[env.func as usize];
-    let mut t = Translator {
-        f,
-        env,
-        jit,
-        slots: Vec::new(),
-        blocks: HashMap::new(),
-        incoming: HashMap::new(),
-        refs: HashMap::new(),
-        vm: Value::from_u32(0),
-        base: Value::from_u32(0),
-        stored_line: None,
-        error_exit: None,
-        errors: ErrorBlocks::default(),
-        role,
-        array_fields: HashMap::new(),
-        inline_budget: InlineBudget::default(),
-    };
-    t.run(builder);
+    Translator::new(f, env, jit, role).run(builder);
 }
 
 struct Translator<'a, 'j> {
@@ -182,8 +180,36 @@ struct Translator<'a, 'j> {
     /// elements live in their own buffer); anything that may push or pop
     /// (calls, helpers) clears the cache, and so does every block start.
     array_fields: HashMap<Value, (Value, Value)>,
-    /// What is left for inlining in this function (see `crate::limits`).
+    /// What is left for inlining in this function (see `crate::translate::limits`).
     inline_budget: InlineBudget,
+    /// The instruction being lowered, while `instruction` runs: a runtime
+    /// helper it calls must be one [`lowering::calls_helper`] names.
+    lowering_pc: Option<usize>,
+}
+
+impl<'a, 'j> Translator<'a, 'j> {
+    /// A translator of `f` (with `env`) into `jit`, before `run` sets up
+    /// its registers, blocks and the `vm` and `base` values.
+    fn new(f: &'a Function, env: &'a Env<'a>, jit: &'j mut JITModule, role: Role) -> Self {
+        Translator {
+            f,
+            env,
+            jit,
+            slots: Vec::new(),
+            blocks: HashMap::new(),
+            incoming: HashMap::new(),
+            refs: HashMap::new(),
+            vm: Value::from_u32(0),
+            base: Value::from_u32(0),
+            stored_line: None,
+            error_exit: None,
+            errors: ErrorBlocks::default(),
+            role,
+            array_fields: HashMap::new(),
+            inline_budget: InlineBudget::default(),
+            lowering_pc: None,
+        }
+    }
 }
 
 /// The trap of an OSR variant called with a `pc` that is no loop header
@@ -286,7 +312,9 @@ impl Translator<'_, '_> {
             }
             b.set_srcloc(line_table::site(pc));
             self.store_pc_if_calling(b, pc);
+            self.lowering_pc = Some(pc);
             terminated = self.instruction(b, pc);
+            self.lowering_pc = None;
         }
         self.fill_error_blocks(b);
         // The shared error blocks, and any block whose count of incoming
@@ -331,10 +359,27 @@ impl Translator<'_, '_> {
         }
     }
 
-    fn helper(&mut self, b: &mut FunctionBuilder<'_>, id: FuncId) -> FuncRef {
+    fn func_ref(&mut self, b: &mut FunctionBuilder<'_>, id: FuncId) -> FuncRef {
         *self
             .refs
             .entry(id)
             .or_insert_with(|| self.jit.declare_func_in_func(id, b.func))
+    }
+
+    /// The runtime helper `id`, called on the path of the instruction being
+    /// lowered: one of those [`lowering::calls_helper`] names, so that
+    /// lines mode stores its location first (see `lines`). Error paths,
+    /// which leave the function, call theirs through `func_ref`.
+    fn helper(&mut self, b: &mut FunctionBuilder<'_>, id: FuncId) -> FuncRef {
+        if let Some(pc) = self.lowering_pc {
+            debug_assert!(
+                lowering::calls_helper(&self.f.code[pc]),
+                "{:?} calls a helper, but the lowering table does not say so",
+                self.f.code[pc]
+            );
+            #[cfg(test)]
+            lowering::record_helper_call(self.env.func, pc);
+        }
+        self.func_ref(b, id)
     }
 }

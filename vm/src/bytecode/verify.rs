@@ -23,7 +23,7 @@
 //! float or bool: wrong, but not undefined behaviour).
 
 use super::{Const, Function, Module, Op, Operand, Reg, RegClass, RegOperand};
-use crate::ast::Type;
+use crate::types::Type;
 
 /// Checks the invariants above; the error names the function and the
 /// instruction.

@@ -24,9 +24,10 @@
 
 use std::hint::unreachable_unchecked;
 
+use super::{STATUS_ERROR, STATUS_OK, Vm, tier};
 use crate::bytecode::{Function, Op, Reg};
 use crate::runtime::heap::{arr_mut, str_ref};
-use crate::runtime::{RuntimeError, STATUS_ERROR, STATUS_OK, TraceEntry, Vm, tier};
+use crate::runtime::{RuntimeError, TraceEntry};
 
 use super::locations::location;
 use super::slow::slow_op;

@@ -81,7 +81,7 @@ mod tests {
         let src = "fn f(n: int) -> int {\n  let s = 0;\n  for i in 0..n { s += i; }\n  return s;\n}\nprint(f(3));\n";
         let m = crate::driver::load("t.toy", src.as_bytes()).expect("compiles");
         let code: Vec<Box<[Slot]>> = (m.functions.iter())
-            .map(|f| super::super::slots(f, true))
+            .map(|f| super::super::handlers::slots(f, true))
             .collect();
         let locations = Locations::of(code.iter().map(|c| &**c));
         assert_eq!(locations.bases().len(), m.functions.len());

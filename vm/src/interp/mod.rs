@@ -47,19 +47,24 @@
 use std::sync::atomic::{Ordering, compiler_fence};
 
 use crate::bytecode::Op;
-use crate::runtime::{EntryFn, FnRuntime, FrameRecord, RuntimeError, STATUS_ERROR, Vm, tier};
+use crate::runtime::RuntimeError;
 
+mod frame;
 mod handlers;
 mod locations;
 mod slow;
+pub mod tier;
+mod vm;
 
-pub(crate) use handlers::{Slot, slots};
+pub use frame::{EntryFn, FrameRecord, STATUS_ERROR, STATUS_OK};
 pub use locations::{LOCATION_SHIFT, Locations};
 pub use slow::run_slow_op;
+pub(crate) use vm::FnRuntime;
+pub use vm::Vm;
 
 // ANCHOR: interp_entry
 /// The interpreter's entry point for function `func` (see the entry ABI in
-/// [`crate::runtime`]).
+/// [`crate::abi`]).
 ///
 /// # Safety
 /// `vm` must be a valid VM whose module passed [`crate::bytecode::verify`],
@@ -149,10 +154,20 @@ unsafe fn too_deep(vm: *mut Vm<'_>) -> u32 {
 
 // ANCHOR_END: interp_entry
 
-/// Runs `<main>` of the VM's module through its entry; returns the status
-/// ([`STATUS_OK`](crate::runtime::STATUS_OK), or `STATUS_ERROR` with the error in `vm.error` and the
-/// traceback in `vm.trace`).
-pub fn run_main(vm: &mut Vm<'_>) -> u32 {
+/// Runs `<main>` of the VM's module and returns the status ([`STATUS_OK`],
+/// or [`STATUS_ERROR`] with the error in `vm.error` and the traceback in
+/// `vm.trace`). With a `tier`, the interpreter hands hot code to it for
+/// the length of the run ([`tier::TierUp`]); [`tier::TierUp::finish`] is
+/// left to the caller.
+pub fn run_main(vm: &mut Vm<'_>, tier: Option<&mut (dyn tier::TierUp + 'static)>) -> u32 {
+    match tier {
+        Some(hook) => tier::run_with_hook(vm, hook),
+        None => enter_main(vm),
+    }
+}
+
+/// Calls `<main>` through its entry in the entry table.
+fn enter_main(vm: &mut Vm<'_>) -> u32 {
     let main = vm.module.main;
     let vm: *mut Vm<'_> = vm;
     // SAFETY: `Vm::new` verified the module; every entry follows the ABI
@@ -212,7 +227,7 @@ mod tests {
     use super::*;
     use crate::bytecode::{Module, Op};
     use crate::driver;
-    use crate::runtime::{STATUS_OK, TraceEntry};
+    use crate::runtime::TraceEntry;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn module(src: &str) -> Module {
@@ -226,7 +241,7 @@ mod tests {
         let m = module(SRC);
         let mut out = Vec::new();
         let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
-        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(run_main(&mut vm, None), STATUS_OK);
         assert_eq!(vm.depth, 0);
         vm.out.flush().unwrap();
         drop(vm);
@@ -253,7 +268,7 @@ mod tests {
         let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
         // SAFETY: `native_answer` follows the ABI for `answer(int) -> int`.
         assert!(unsafe { vm.set_entry(0, native_answer) });
-        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(run_main(&mut vm, None), STATUS_OK);
         vm.out.flush().unwrap();
         drop(vm);
         assert_eq!(out, b"83\n");
@@ -276,7 +291,7 @@ mod tests {
         let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
         // SAFETY: the trampoline forwards to `interp_entry`.
         unsafe { vm.set_entry(0, counting_trampoline) };
-        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(run_main(&mut vm, None), STATUS_OK);
         assert_eq!(TRAMPOLINE_CALLS.load(Ordering::Relaxed), 2);
     }
 
@@ -293,7 +308,7 @@ mod tests {
         let mut vm = Vm::new(&m, vec![], 100, &mut out).unwrap();
         // SAFETY: `failing` reports an error the ABI way.
         unsafe { vm.set_entry(0, failing) };
-        assert_eq!(run_main(&mut vm), STATUS_ERROR);
+        assert_eq!(run_main(&mut vm, None), STATUS_ERROR);
         assert_eq!(vm.error, Some(RuntimeError::PopEmpty));
         assert_eq!(
             vm.trace,
@@ -337,7 +352,7 @@ mod tests {
         vm.heap.set_stress();
         // SAFETY: `compiled_twice` implements `twice` with the entry ABI.
         unsafe { vm.set_entry(0, compiled_twice) };
-        assert_eq!(run_main(&mut vm), STATUS_OK);
+        assert_eq!(run_main(&mut vm, None), STATUS_OK);
         vm.out.flush().unwrap();
         drop(vm);
         assert_eq!(out, b"abab\n");

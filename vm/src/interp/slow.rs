@@ -3,10 +3,11 @@
 //! and, through [`run_slow_op`], by compiled code, so both tiers share one
 //! implementation and fail with identical errors.
 
+use super::{STATUS_OK, Vm};
 use crate::bytecode::Op;
 use crate::runtime::heap::{self, arr_mut, str_ref};
 use crate::runtime::print::{write_scalar, write_value};
-use crate::runtime::{RuntimeError, STATUS_OK, Vm, builtins};
+use crate::runtime::{RuntimeError, builtins};
 
 /// Records `err`, raised at instruction `pc` of `func`.
 #[cold]
@@ -23,7 +24,7 @@ unsafe fn fail(vm: *mut Vm<'_>, err: RuntimeError, func: u32, pc: usize) -> u32 
 /// instruction is ignored). Compiled code calls this for the instructions
 /// it does not implement inline. It may collect garbage afterwards, so
 /// every live reference must be in the frame's ref registers, as the GC
-/// invariant requires anyway. Returns [`STATUS_OK`] or [`STATUS_ERROR`](crate::runtime::STATUS_ERROR)
+/// invariant requires anyway. Returns [`STATUS_OK`] or [`STATUS_ERROR`](super::STATUS_ERROR)
 /// (error and trace entry recorded, as for any entry).
 ///
 /// # Safety

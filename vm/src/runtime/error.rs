@@ -101,8 +101,8 @@ pub fn render(module: &Module, error: &RuntimeError, trace: &[TraceEntry]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ast::Span;
     use crate::bytecode::Function;
+    use crate::types::Span;
 
     fn module() -> Module {
         let f = |name: &str| Function {

@@ -8,7 +8,7 @@
 //! can cast a reference straight to [`StrObj`] or [`ArrObj`]: the static
 //! types say which one it is, and no run-time check is needed.
 //!
-//! Collection is driven by the VM (see [`crate::runtime::Vm::collect`]): it
+//! Collection is driven by the VM (see [`crate::interp::Vm::collect`]): it
 //! hands the collector every root (ref registers of live frames, string
 //! constants, the argument strings) and the collector traces arrays whose
 //! header says their elements are references. Allocation never collects by

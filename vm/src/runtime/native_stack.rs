@@ -5,7 +5,7 @@
 //! `--max-depth` and the depth check alone keeps it in bounds. A compiled
 //! frame is larger and its size is Cranelift's choice (spill slots), so
 //! compiled code also compares its stack pointer, in every native
-//! function's prologue, with [`crate::runtime::Vm::stack_limit`]: below
+//! function's prologue, with [`crate::interp::Vm::set_stack_limit`]: below
 //! it, the call fails with the depth error, exactly as if the depth limit
 //! had been reached, instead of running off the end of the stack.
 //!

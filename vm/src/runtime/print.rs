@@ -8,8 +8,8 @@
 
 use std::fmt::Write;
 
-use crate::ast::Type;
 use crate::runtime::heap::{arr_mut, str_ref};
+use crate::types::Type;
 
 /// Appends the text of a scalar (`int`, `float`, `bool`) to `out`.
 pub fn write_scalar(out: &mut String, bits: u64, ty: &Type) {

@@ -1,0 +1,24 @@
+//! Code memory and publishing: Cranelift's module and ISA, the code memory
+//! regions live in, and the batch pipeline that makes a batch final and
+//! tells everyone about it (the system unwinder, the profiler sinks, the
+//! vmprof line tables), then hands the entry points back.
+//!
+//! * [`pipeline`]: define regions, then finish a batch ([`pipeline::CodeGen`]).
+//! * [`role`] and [`names`]: what a region is for, and what it is called.
+//! * [`line_table`]: bytecode positions in the IR, and the line table of a
+//!   finished region.
+//! * [`listing`]: a finished region's IR and bytes (`disasm --jit`).
+//! * [`code_memory`], [`system_unwind`], [`perf_env`]: the memory, the
+//!   `__register_frame` registrations, and cranelift-jit's own perf map.
+//!
+//! This component does not translate: it takes the IR a builder writes
+//! ([`pipeline::CodeGen::define`]) and knows nothing of the policy.
+
+pub mod code_memory;
+pub mod line_table;
+pub mod listing;
+pub mod names;
+pub mod perf_env;
+pub mod pipeline;
+pub mod role;
+pub mod system_unwind;

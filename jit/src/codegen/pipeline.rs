@@ -1,0 +1,495 @@
+//! The batch pipeline: regions are defined one by one, then a whole batch
+//! is made final and published in one sequence ([`CodeGen::finish`]):
+//!
+//! 1. **finalize**: Cranelift relocates the batch and the code memory makes
+//!    it executable (`code_memory`);
+//! 2. **locate**: each region's final address, and its line table from
+//!    bytecode positions ([`line_table`]);
+//! 3. **register unwind**: the batch's `.eh_frame` goes to the system
+//!    unwinder ([`system_unwind`]);
+//! 4. **report**: the batch goes to the profiler sinks (perf map, jitdump,
+//!    GDB) in one call, and, in vmprof lines mode, each compiled body's
+//!    line table to the sampler ([`publish_vmprof_lines`]);
+//! 5. **install**: entry shims, trampolines and OSR variants are handed
+//!    back to the tiering policy, which puts entries into the VM's entry
+//!    table on the interpreter's thread (the batch may have been made on
+//!    the compiler thread, see `compiler::background`).
+//!
+//! A region exists for the rest of the pipeline only once Cranelift defined
+//! it: a failed definition leaves nothing behind, so nothing downstream
+//! (the `disasm --jit` listings included) can pair with the wrong region.
+//!
+//! Dropping the [`CodeGen`] returns the code memory: the unwind info goes
+//! first, then the reservation is unmapped, so a process that runs many
+//! VMs in turn keeps a bounded number of mappings. What else points into
+//! the code is gone by then: the VM's entry table is restored when the run
+//! ends (`vm::interp::run_main`) and the owner
+//! (`compiler::Compiler`, whose field order says so) drops the profiler
+//! sinks (the GDB JIT objects) first.
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::UserFuncName;
+use cranelift_codegen::isa::unwind::UnwindInfo as ClifUnwind;
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module};
+use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
+use perfsupport::vmprof::CodeLineRow;
+use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
+use std::mem::ManuallyDrop;
+use vm::abi::{EntryFn, OsrFn};
+use vm::bytecode::Module as Bytecode;
+
+use super::listing::Listing;
+use super::{code_memory, line_table, perf_env, system_unwind};
+use crate::abi::Imports;
+use crate::abi::layout::ArrayLayout;
+use crate::codegen::names::region_name;
+use crate::codegen::role::Role;
+
+/// Cranelift, the code memory and the batch of regions defined but not
+/// final yet.
+pub struct CodeGen {
+    /// Taken (and its memory freed) only by `drop`.
+    module: ManuallyDrop<JITModule>,
+    /// The `.eh_frame` sections registered for the code in `module`.
+    unwind: system_unwind::Registrations,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    isa: OwnedTargetIsa,
+    cie: Option<CommonInformationEntry>,
+    /// The imported helpers and `interp_entry`.
+    pub imports: Imports,
+    /// Where compiled code finds an array's fields.
+    pub array: ArrayLayout,
+    batch: Vec<Defined>,
+    /// Where each region with a published vmprof line table starts (as
+    /// addresses: the `CodeGen` moves to the compiler thread): the tables
+    /// are retracted before the code memory is freed.
+    vmprof_lines_published: Vec<usize>,
+    /// Keep each region's IR text for its [`Listing`] (`disasm --jit`).
+    keep_ir: bool,
+    /// Test-only: the region whose compile fails (after its IR is built).
+    #[cfg(test)]
+    pub fail_region: Option<String>,
+}
+
+/// A region defined in the current batch.
+struct Defined {
+    id: FuncId,
+    name: String,
+    func: u32,
+    role: Role,
+    size: usize,
+    fde: Option<FrameDescriptionEntry>,
+    /// (code offset, attribution) rows, sorted (see [`line_table`]).
+    rows: Vec<(u32, line_table::Attribution)>,
+    ir: Option<String>,
+}
+
+/// A region of a finished batch.
+pub struct Finished {
+    /// The function it belongs to.
+    pub func: u32,
+    /// What it is.
+    pub role: Role,
+    /// The entry of an OSR variant (installed nowhere: the tiering policy
+    /// caches it).
+    pub osr: Option<OsrFn>,
+    /// The entry of an entry shim or trampoline, for the VM's entry table.
+    pub entry: Option<EntryFn>,
+    /// Its listing, when IR is kept.
+    pub listing: Option<Listing>,
+}
+
+impl CodeGen {
+    /// Sets up the host ISA, the code memory and the imports.
+    ///
+    /// # Errors
+    /// A message if the host ISA, the `Vec` layout or the code memory is
+    /// unavailable, or if cranelift-jit would write a perf map of its own
+    /// ([`perf_env`]).
+    pub fn new() -> Result<CodeGen, String> {
+        perf_env::check_no_cranelift_perf_map()?;
+        let array = ArrayLayout::probe().ok_or("unsupported Vec layout")?;
+        let isa = make_isa()?;
+        let mut builder =
+            JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
+        for import in Imports::table() {
+            builder.symbol(import.symbol, import.address);
+        }
+        let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
+        builder.memory_provider(Box::new(memory));
+        let mut module = JITModule::new(builder);
+        let imports = Imports::declare(&mut module, isa.default_call_conv())?;
+        Ok(CodeGen {
+            unwind: system_unwind::Registrations::default(),
+            ctx: module.make_context(),
+            fctx: FunctionBuilderContext::new(),
+            cie: isa.create_systemv_cie(),
+            module: ManuallyDrop::new(module),
+            isa,
+            imports,
+            array,
+            batch: Vec::new(),
+            vmprof_lines_published: Vec::new(),
+            keep_ir: false,
+            #[cfg(test)]
+            fail_region: None,
+        })
+    }
+
+    /// Keeps every region's IR text from now on, for [`Finished::listing`].
+    pub fn keep_ir(&mut self) {
+        self.keep_ir = true;
+    }
+
+    /// The host calling convention.
+    pub fn call_conv(&self) -> CallConv {
+        self.isa.default_call_conv()
+    }
+
+    /// Declares the region of `func` with `role` (named by [`region_name`]).
+    ///
+    /// # Errors
+    /// The module's message.
+    pub fn declare(&mut self, module: &Bytecode, func: u32, role: Role) -> Result<FuncId, String> {
+        let name = region_name(module, func, role);
+        let sig = role.signature(&module.functions[func as usize], self.call_conv());
+        (self.module)
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Builds the body of region `id` (declared by [`CodeGen::declare`]) with
+    /// `build`, compiles it and adds it to the batch.
+    ///
+    /// # Errors
+    /// Cranelift's message, or the unwind table not fitting after the code
+    /// (see [`code_memory::UNWIND_TAIL`]).
+    ///
+    /// # Safety
+    /// The body `build` writes must do what `role` promises of `func`'s
+    /// code, because [`CodeGen::finish`] hands its entry point out as that
+    /// role's function type for the VM to call: an entry shim or a
+    /// trampoline follows the entry ABI (`vm::abi`) for `func`, an OSR
+    /// variant continues an interpreted activation of `func` as `OsrFn`
+    /// describes, and a native function is what those call.
+    pub unsafe fn define(
+        &mut self,
+        module: &Bytecode,
+        func: u32,
+        role: Role,
+        id: FuncId,
+        build: impl FnOnce(&mut FunctionBuilder<'_>, &mut JITModule, &Imports),
+    ) -> Result<(), String> {
+        let name = region_name(module, func, role);
+        self.ctx.func.signature =
+            role.signature(&module.functions[func as usize], self.call_conv());
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            build(&mut b, &mut self.module, &self.imports);
+            b.finalize(self.module.target_config());
+        }
+        let ir = self.keep_ir.then(|| self.ctx.func.display().to_string());
+        let defined = self.compile(id, name, func, role, ir);
+        self.module.clear_context(&mut self.ctx);
+        self.batch.push(defined?);
+        Ok(())
+    }
+
+    /// Compiles `self.ctx` as region `id`: its size, unwind entry and line
+    /// rows.
+    fn compile(
+        &mut self,
+        id: FuncId,
+        name: String,
+        func: u32,
+        role: Role,
+        ir: Option<String>,
+    ) -> Result<Defined, String> {
+        #[cfg(test)]
+        if self.fail_region.as_deref() == Some(name.as_str()) {
+            return Err(format!("{name}: injected failure"));
+        }
+        (self.module)
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| format!("{name}: {e:?}"))?;
+        let compiled = self.ctx.compiled_code().ok_or("no compiled code")?;
+        let size = compiled.code_buffer().len();
+        let fde = match compiled.create_unwind_info(&*self.isa) {
+            Ok(Some(ClifUnwind::SystemV(info))) => {
+                Some(info.to_fde(perfsupport::unwind::REGION_START))
+            }
+            _ => None,
+        };
+        let ranges: Vec<_> = (compiled.buffer.get_srclocs_sorted().iter())
+            .map(|s| (s.start, s.end, s.loc))
+            .collect();
+        let rows = line_table::attribute(&line_table::Compiled {
+            ranges: &ranges,
+            block_starts: &compiled.bb_starts,
+            edges: &compiled.bb_edges,
+            prologue_end: prologue_end(&compiled.buffer),
+        });
+        self.check_room(size, fde.as_ref())
+            .map_err(|e| format!("{name}: {e}"))?;
+        Ok(Defined {
+            id,
+            name,
+            func,
+            role,
+            size,
+            fde,
+            rows,
+            ir,
+        })
+    }
+
+    /// Checks that what perf maps for a region of `size` bytes with `fde`
+    /// (perfsupport's `reserved_region_size`) fits in the room the code
+    /// memory leaves after it.
+    fn check_room(&self, size: usize, fde: Option<&FrameDescriptionEntry>) -> Result<(), String> {
+        let unwind = match (&self.cie, fde) {
+            (Some(cie), Some(fde)) => Some(UnwindInfo { cie, fde }),
+            _ => None,
+        };
+        let reserved = perfsupport::unwind::reserved_region_size(size as u64, unwind)
+            .map_err(|e| format!("unwind table: {e}"))?;
+        let room = code_memory::room_from_start(size) as u64;
+        if reserved > room {
+            return Err(format!(
+                "perf needs {reserved} bytes from the region's start, the code memory leaves {room}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// True if regions are waiting for [`CodeGen::finish`].
+    pub fn has_batch(&self) -> bool {
+        !self.batch.is_empty()
+    }
+
+    // ANCHOR: finish
+    /// Makes the batch final and publishes it (see the module docs), with
+    /// its line tables for vmprof if `vmprof_lines`; sink failures are
+    /// added to `warnings`, for the VM's diagnostics.
+    ///
+    /// # Errors
+    /// Cranelift's message if the batch cannot be finalized (then nothing
+    /// of it is published).
+    pub fn finish(
+        &mut self,
+        module: &Bytecode,
+        vmprof_lines: bool,
+        profilers: &Profilers,
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<Finished>, String> {
+        let batch = std::mem::take(&mut self.batch);
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.module
+            .finalize_definitions()
+            .map_err(|e| format!("{e:?}"))?;
+        let lines: Vec<Vec<LineEntry<'_>>> = (batch.iter()).map(|d| line_rows(module, d)).collect();
+        let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
+            .map(|(d, rows)| region(&self.module, self.cie.as_ref(), d, rows))
+            .collect();
+        if let Ok(eh_frame) = perfsupport::unwind::eh_frame_for_register_frame(&regions) {
+            // SAFETY: perfsupport's builder writes CIE/FDE pairs with
+            // absolute addresses of this batch's code, from the unwind
+            // rows Cranelift computed for it, then the terminator; the
+            // code stays mapped until `Drop` has dropped `self.unwind`.
+            unsafe { self.unwind.register(eh_frame) };
+        }
+        for failure in profilers.register(&regions) {
+            warnings.push(format!("perfsupport: {failure}"));
+        }
+        if vmprof_lines {
+            for (d, region) in batch.iter().zip(&regions) {
+                if publish_vmprof_lines(module, d, region.code) {
+                    self.vmprof_lines_published
+                        .push(region.code.as_ptr() as usize);
+                }
+            }
+        }
+        let listings: Vec<Option<Listing>> = (batch.iter().zip(&regions))
+            .map(|(d, r)| d.ir.as_ref().map(|ir| Listing::new(&d.name, d.func, ir, r)))
+            .collect();
+        drop(regions);
+        Ok((batch.into_iter().zip(listings))
+            .map(|(d, listing)| self.install(d, listing))
+            .collect())
+    }
+    // ANCHOR_END: finish
+
+    /// The entry points of `d` according to its role.
+    fn install(&self, d: Defined, listing: Option<Listing>) -> Finished {
+        let ptr = self.module.get_finalized_function(d.id);
+        let (mut osr, mut entry) = (None, None);
+        match d.role {
+            Role::Native => {}
+            Role::EntryShim | Role::Trampoline => {
+                // SAFETY: `ptr` is a finalized function with the entry ABI
+                // signature (`Role::signature`), whose body follows the
+                // entry ABI for `d.func` (`define`'s contract). The code lives as long as this
+                // `CodeGen`, owned by the tier-up hook, which `tier::run_main`
+                // borrows for the whole run and which restores the entry
+                // table before the borrow ends.
+                entry = Some(unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) });
+            }
+            Role::Osr => {
+                // SAFETY: `ptr` is a finalized OSR variant of `d.func` with
+                // the `OsrFn` signature (`Role::signature`) and its
+                // behaviour (`define`'s contract).
+                osr = Some(unsafe { std::mem::transmute::<*const u8, OsrFn>(ptr) });
+            }
+        }
+        Finished {
+            func: d.func,
+            role: d.role,
+            osr,
+            entry,
+            listing,
+        }
+    }
+}
+
+/// The final code of `d` in `module` as a region for the sinks.
+fn region<'a>(
+    module: &'a JITModule,
+    cie: Option<&'a CommonInformationEntry>,
+    d: &'a Defined,
+    rows: &'a [LineEntry<'a>],
+) -> CodeRegion<'a> {
+    let start = module.get_finalized_function(d.id);
+    // SAFETY: cranelift-jit placed `size` bytes of final code at `start`
+    // (the size recorded at define time), now mapped read+exec until the
+    // `CodeGen` owning `module` is dropped, which the borrow of `module`
+    // for `'a` rules out while the slice lives.
+    let code = unsafe { std::slice::from_raw_parts(start, d.size) };
+    let region = CodeRegion::new(code, &d.name).with_lines(rows);
+    match (cie, &d.fde) {
+        (Some(cie), Some(fde)) => region.with_unwind(UnwindInfo { cie, fde }),
+        _ => region,
+    }
+}
+
+impl Drop for CodeGen {
+    /// Withdraws the unwind info and the vmprof line tables, then unmaps
+    /// the code memory.
+    fn drop(&mut self) {
+        // First: an address of this code may be mapped again for other
+        // code, and neither the unwinder nor the sampler may find the old
+        // entries there.
+        drop(std::mem::take(&mut self.unwind));
+        perfsupport::vmprof::retract_many_code_lines(
+            (self.vmprof_lines_published.iter()).map(|&start| start as *const u8),
+        );
+        // SAFETY: `module` is taken once, here, and not used after. Freeing
+        // its memory: no compiled code runs or is called again, because
+        // the code was only reachable through the VM's entry table (restored
+        // to the interpreter when `tier::run_main` ended, before its hook,
+        // which owns `self`, could be dropped), the OSR entries the hook
+        // handed out (each called at once, during the run) and the
+        // profiler sinks (finished or dropped by the hook before `self`;
+        // perf map and jitdump files only name addresses).
+        unsafe { ManuallyDrop::take(&mut self.module).free_memory() };
+    }
+}
+
+// ANCHOR: line_rows
+/// The line table of `d` for the sinks: one row per change of source
+/// position, inside the code.
+fn line_rows<'a>(module: &'a vm::bytecode::Module, d: &Defined) -> Vec<LineEntry<'a>> {
+    let mut rows: Vec<LineEntry<'a>> = Vec::with_capacity(d.rows.len());
+    for &(offset, attribution) in &d.rows {
+        let (line, column) = line_table::position(module, d.func, attribution);
+        let same = |r: &LineEntry<'_>| r.line == line && r.column == column;
+        if offset as usize >= d.size || rows.last().is_some_and(same) {
+            continue;
+        }
+        rows.push(LineEntry {
+            offset,
+            file: &module.path,
+            line,
+            column,
+        });
+    }
+    rows
+}
+// ANCHOR_END: line_rows
+
+// ANCHOR: publish_vmprof_lines
+/// Publishes the line table of a compiled body (a native function or an
+/// OSR variant; shims and trampolines have no lines of their own) for the
+/// vmprof sampler: each row names the function the code belongs to and its
+/// line, and for inlined code also the caller and the call's line. Called
+/// before the code can run. False if `d` has no lines of its own.
+fn publish_vmprof_lines(module: &vm::bytecode::Module, d: &Defined, code: &[u8]) -> bool {
+    if !matches!(d.role, Role::Native | Role::Osr) {
+        return false;
+    }
+    let line = |attribution| line_table::position(module, d.func, attribution).0;
+    let rows = (d.rows.iter())
+        .map(|&(offset, attribution)| match attribution {
+            line_table::Attribution::Inlined { func, call_pc, .. } => CodeLineRow {
+                offset,
+                key: func,
+                line: line(attribution),
+                // The caller, on the line of the call (an inlined call
+                // without `--vmprof-inlined` has no record of its own).
+                outer_key: d.func,
+                outer_line: line(line_table::Attribution::Site { pc: call_pc }),
+            },
+            _ => CodeLineRow::new(offset, d.func, line(attribution)),
+        })
+        .collect();
+    perfsupport::vmprof::publish_code_lines(code.as_ptr(), code.len(), rows);
+    true
+}
+// ANCHOR_END: publish_vmprof_lines
+
+// ANCHOR: make_isa
+/// The ISA: host CPU, `speed`, frame pointers kept (for perf's call graphs).
+fn make_isa() -> Result<OwnedTargetIsa, String> {
+    let mut flags = settings::builder();
+    let set =
+        |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("{k}: {e}"));
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "preserve_frame_pointers", "true")?;
+    set(&mut flags, "unwind_info", "true")?;
+    // Machine block starts and edges, for the line tables' fallback
+    // (`line_table`): metadata only, the code is the same.
+    set(&mut flags, "machine_code_cfg_info", "true")?;
+    set(&mut flags, "is_pic", "false")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )?;
+    let builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
+    builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| format!("host ISA: {e}"))
+}
+// ANCHOR_END: make_isa
+
+/// Where Cranelift's prologue ends in `buffer`: the offset just after its
+/// last unwind step (pushing the frame pointer, setting it, saving each
+/// callee-saved register). On x86-64 only prologues record unwind steps.
+fn prologue_end(buffer: &cranelift_codegen::MachBufferFinalized<cranelift_codegen::Final>) -> u32 {
+    (buffer.unwind_info.iter())
+        .map(|&(offset, _)| offset)
+        .max()
+        .unwrap_or(0)
+}

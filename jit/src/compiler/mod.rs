@@ -1,0 +1,462 @@
+//! The compile work, apart from the policy that decides it: [`Compiler`]
+//! owns Cranelift (`pipeline::CodeGen`), the profiler sinks and the state
+//! of every function's compiled code, runs one [`Request`] at a time, and
+//! says what came of it in [`Action`]s. It never touches the VM: the
+//! tiering policy (`policy`) applies the actions on the interpreter's
+//! thread, so the same compiler runs there (`--jit-threshold 0`, `disasm
+//! --jit`, literal thresholds) or on the compiler thread ([`background`]).
+//!
+//! What it reads of the program comes through [`Source`]: the VM itself
+//! when it runs on the interpreter's thread, an owned copy ([`Program`])
+//! on the compiler thread.
+
+use std::time::{Duration, Instant};
+
+use cranelift_module::{FuncId, Module as _};
+use perfsupport::Profilers;
+use vm::abi::{EntryFn, OsrFn};
+
+use crate::abi;
+use crate::codegen::listing::Listing;
+use crate::codegen::names::region_name;
+use crate::codegen::pipeline::{CodeGen, Finished};
+use crate::codegen::role::Role;
+use crate::options::JitOptions;
+use crate::translate::{self, Env, limits};
+
+pub mod background;
+mod profilers;
+mod source;
+
+pub use source::{Program, Source};
+
+/// Where one function stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FnState {
+    /// Interpreted (perhaps behind a trampoline); compiled when hot.
+    Interpreted,
+    /// Its native function exists, so compiled code calls it directly; it
+    /// has no entry shim yet, so calls through the entry table still
+    /// interpret it, and the first one asks for the shim.
+    Native(FuncId),
+    /// Native function and entry shim: every call runs compiled code.
+    Entered(FuncId),
+    /// Never compiled: over the budget, or its compile failed.
+    Refused,
+}
+
+impl FnState {
+    /// The native function, if compiled.
+    pub fn native(self) -> Option<FuncId> {
+        match self {
+            FnState::Native(id) | FnState::Entered(id) => Some(id),
+            FnState::Interpreted | FnState::Refused => None,
+        }
+    }
+}
+
+/// Work for the compiler.
+#[derive(Clone, Debug)]
+pub enum Request {
+    /// The native functions of `funcs` (in this order: callees first) and
+    /// the entry shims of `entered`, in one batch.
+    Compile { funcs: Vec<u32>, entered: Vec<u32> },
+    /// The native functions of `callees`, then the OSR variant of `func`
+    /// (one for all its loop headers).
+    Osr { callees: Vec<u32>, func: u32 },
+}
+
+/// What came of a request, for the tiering policy to apply on the
+/// interpreter's thread.
+pub enum Action {
+    /// `func` is now in this state (set for every function a request
+    /// named, compiled or not).
+    State(u32, FnState),
+    /// Put this entry (shim or trampoline) into the entry table.
+    Entry(u32, EntryFn),
+    /// The OSR variant of a function, or `None` if it cannot be
+    /// compiled.
+    Osr(u32, Option<OsrFn>),
+    /// A line for the VM's diagnostics (warnings, `--jit-stats`).
+    Warn(String),
+}
+
+// SAFETY: `EntryFn` and `OsrFn` are plain function pointers into code
+// memory that lives as long as the compiler, which outlives the run (the
+// tier-up hook; `tier::run_main` restores the entry table before the run
+// ends); the strings and states are plain data.
+unsafe impl Send for Action {}
+
+/// Cranelift, the profiler sinks and every function's compiled state (see
+/// the module docs).
+pub struct Compiler {
+    functions: Vec<FnState>,
+    profilers: Profilers,
+    /// `--jit-stats`: report each compile's time.
+    stats: bool,
+    /// `disasm --jit`: the listings of every finished region.
+    pub listings: Option<Vec<Listing>>,
+    /// Last: dropped (its code unmapped) after everything above, the
+    /// profiler sinks whose GDB JIT objects point into the code included.
+    codegen: CodeGen,
+}
+
+// SAFETY: the compiler is moved whole to the compiler thread and used
+// there alone (never shared): Cranelift's module, the code memory (which
+// owns its reservation, see `code_memory`), the unwind registrations and
+// the profiler sinks (files and the GDB registry, which has its own lock)
+// have no thread affinity.
+unsafe impl Send for Compiler {}
+
+impl Compiler {
+    /// Sets up Cranelift and opens the profiler outputs `options` ask for
+    /// (before any code exists, as jitdump requires). A profiler file that
+    /// cannot be opened is skipped: its warning is returned with the
+    /// compiler, for the policy to report when the run starts. Call
+    /// [`Compiler::reset`] with the number of functions before a request.
+    ///
+    /// # Errors
+    /// A message if the host ISA or the code memory is unavailable, or if
+    /// cranelift-jit would write a perf map of its own
+    /// ([`crate::PERF_BUILDID_DIR`]).
+    pub fn new(options: &JitOptions) -> Result<(Compiler, Vec<String>), String> {
+        let codegen = CodeGen::new()?;
+        let (profilers, warnings) = profilers::open(options);
+        let compiler = Compiler {
+            codegen,
+            functions: Vec::new(),
+            profilers,
+            stats: options.stats,
+            listings: None,
+        };
+        Ok((compiler, warnings))
+    }
+
+    /// Keeps IR and listings of everything compiled from now on.
+    pub fn keep_listings(&mut self) {
+        self.codegen.keep_ir();
+        self.listings = Some(Vec::new());
+    }
+
+    /// Resizes the state table to `functions` functions, all interpreted.
+    pub fn reset(&mut self, functions: usize) {
+        self.functions = vec![FnState::Interpreted; functions];
+    }
+
+    /// True if no profiler sink is active.
+    pub fn no_profilers(&self) -> bool {
+        self.profilers.is_empty()
+    }
+
+    /// Completes the profiler outputs; their failures.
+    pub fn finish_profilers(&mut self) -> Vec<String> {
+        (self.profilers.finish().iter())
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// The state of `func`.
+    pub fn state(&self, func: u32) -> FnState {
+        self.functions[func as usize]
+    }
+
+    /// Marks `func` refused (the policy found it over the budget).
+    pub fn refuse(&mut self, func: u32) {
+        self.set_state(func, FnState::Refused);
+    }
+
+    fn set_state(&mut self, func: u32, state: FnState) {
+        self.functions[func as usize] = state;
+    }
+
+    /// Runs `request`, adding what came of it to `out`.
+    pub fn run(&mut self, src: &dyn Source, request: &Request, out: &mut Vec<Action>) {
+        match request {
+            Request::Compile { funcs, entered } => {
+                self.compile_functions(src, funcs, entered, out);
+                for &f in funcs.iter().chain(entered) {
+                    out.push(Action::State(f, self.state(f)));
+                }
+            }
+            Request::Osr { callees, func } => {
+                self.compile_functions(src, callees, &[], out);
+                for &f in callees {
+                    out.push(Action::State(f, self.state(f)));
+                }
+                self.compile_osr(src, *func, out);
+                out.push(Action::State(*func, self.state(*func)));
+            }
+        }
+    }
+
+    /// Defines the native function of `func` (not final yet).
+    fn define_native(&mut self, src: &dyn Source, func: u32) -> Result<(), String> {
+        let id = self.codegen.declare(src.module(), func, Role::Native)?;
+        // Native before translating: a recursive call is a direct call.
+        self.set_state(func, FnState::Native(id));
+        self.define_body(src, func, Role::Native, id)
+    }
+
+    /// Translates and defines one function body (native or OSR variant).
+    fn define_body(
+        &mut self,
+        src: &dyn Source,
+        func: u32,
+        role: Role,
+        id: FuncId,
+    ) -> Result<(), String> {
+        let functions = &self.functions;
+        let natives = |f: u32| functions[f as usize].native();
+        let call_conv = self.codegen.call_conv();
+        let array = self.codegen.array;
+        let module = src.module();
+        // SAFETY: `translate` builds the body `role` names for `func`: a
+        // native function, or an OSR variant that continues the
+        // interpreted activation at any of its loop headers.
+        unsafe {
+            self.codegen
+                .define(module, func, role, id, |b, jit_module, imports| {
+                    let env = Env {
+                        module,
+                        func,
+                        consts: src.constants(func),
+                        natives: &natives,
+                        imports: *imports,
+                        array,
+                        call_conv,
+                        inlined_frames: src.inlined_frames(),
+                        locations: src.vmprof_locations(),
+                    };
+                    translate::translate(b, jit_module, &env, role);
+                })
+        }
+    }
+
+    /// Defines the entry shim of `func`, whose native function exists.
+    fn define_shim(&mut self, src: &dyn Source, func: u32) -> Result<(), String> {
+        let native = self.state(func).native().ok_or("no native function")?;
+        let module = src.module();
+        let id = self.codegen.declare(module, func, Role::EntryShim)?;
+        let f = &module.functions[func as usize];
+        // SAFETY: `build_entry_shim` writes an entry shim that follows the
+        // entry ABI for `func` (it enters the frame and calls the native
+        // function).
+        unsafe {
+            self.codegen.define(
+                module,
+                func,
+                Role::EntryShim,
+                id,
+                |b, jit_module, imports| {
+                    let native = jit_module.declare_func_in_func(native, b.func);
+                    let depth_exceeded =
+                        jit_module.declare_func_in_func(imports.depth_exceeded, b.func);
+                    let locations = src.vmprof_locations();
+                    abi::build_entry_shim(b, f, func, locations, native, depth_exceeded);
+                },
+            )
+        }?;
+        self.set_state(func, FnState::Entered(native));
+        Ok(())
+    }
+
+    /// Defines the interpreter-entry trampoline of `func`.
+    fn define_trampoline(&mut self, src: &dyn Source, func: u32) -> Result<(), String> {
+        let module = src.module();
+        let id = self.codegen.declare(module, func, Role::Trampoline)?;
+        // SAFETY: `build_trampoline` writes a tail of `interp_entry` with
+        // `func` fixed, which follows the entry ABI as `interp_entry` does.
+        unsafe {
+            self.codegen.define(
+                module,
+                func,
+                Role::Trampoline,
+                id,
+                |b, jit_module, imports| {
+                    let interp_entry =
+                        jit_module.declare_func_in_func(imports.interp_entry, b.func);
+                    abi::build_trampoline(b, interp_entry, func);
+                },
+            )
+        }
+    }
+
+    /// The interpreter-entry trampolines of every function without native
+    /// code, in one batch.
+    pub fn trampolines(&mut self, src: &dyn Source, out: &mut Vec<Action>) {
+        for f in 0..self.functions.len() as u32 {
+            if self.state(f).native().is_none()
+                && let Err(e) = self.define_trampoline(src, f)
+            {
+                out.push(Action::Warn(format!(
+                    "toyvm: warning: JIT: trampoline: {e}"
+                )));
+            }
+        }
+        self.finish_batch(src, out);
+    }
+
+    /// Finishes the batch (see [`crate::codegen::pipeline`]): hands entries and OSR
+    /// variants on, keeps listings; a failure is reported and compiles
+    /// nothing.
+    fn finish_batch(&mut self, src: &dyn Source, out: &mut Vec<Action>) {
+        if !self.codegen.has_batch() {
+            return;
+        }
+        let mut warnings = Vec::new();
+        let finished = self.codegen.finish(
+            src.module(),
+            src.vmprof_locations().is_some(),
+            &self.profilers,
+            &mut warnings,
+        );
+        out.extend(warnings.into_iter().map(Action::Warn));
+        match finished {
+            Ok(finished) => {
+                for Finished {
+                    func,
+                    role,
+                    osr,
+                    entry,
+                    listing,
+                } in finished
+                {
+                    if role == Role::Osr {
+                        out.push(Action::Osr(func, osr));
+                    }
+                    if let Some(entry) = entry {
+                        out.push(Action::Entry(func, entry));
+                    }
+                    if let (Some(all), Some(listing)) = (self.listings.as_mut(), listing) {
+                        all.push(listing);
+                    }
+                }
+            }
+            Err(e) => out.push(Action::Warn(format!("toyvm: warning: JIT: {e}"))),
+        }
+    }
+
+    /// Compiles `funcs` (their native functions) and the entry shims of
+    /// `entered` in one batch (see `policy` on lazy shims).
+    pub fn compile_functions(
+        &mut self,
+        src: &dyn Source,
+        funcs: &[u32],
+        entered: &[u32],
+        out: &mut Vec<Action>,
+    ) {
+        // (function, what, time): "" for a native function (with its shim
+        // if built here too), " (entry shim)" for a shim alone.
+        let mut done: Vec<(u32, &str, Duration)> = Vec::new();
+        for &f in funcs {
+            if self.state(f) != FnState::Interpreted || self.over_budget(src, f, out) {
+                continue;
+            }
+            let started = Instant::now();
+            let mut defined = self.define_native(src, f);
+            if defined.is_ok() && entered.contains(&f) {
+                defined = self.define_shim(src, f);
+            }
+            match defined {
+                Ok(()) => done.push((f, "", started.elapsed())),
+                Err(e) => self.give_up(src, f, &e, out),
+            }
+        }
+        // Functions compiled earlier, without a shim.
+        for &f in entered {
+            if !matches!(self.state(f), FnState::Native(_)) {
+                continue;
+            }
+            let started = Instant::now();
+            match self.define_shim(src, f) {
+                Ok(()) => done.push((f, " (entry shim)", started.elapsed())),
+                Err(e) => self.give_up(src, f, &e, out),
+            }
+        }
+        let started = Instant::now();
+        self.finish_batch(src, out);
+        let finish = started.elapsed();
+        // Each function's time: its own IR building and code generation
+        // (native and/or shim) plus its share of the batch's finalize/report.
+        let share = finish / done.len().max(1) as u32;
+        for (f, what, took) in done {
+            self.note_time(src, f, what, took + share, out);
+        }
+    }
+
+    /// True if `func` is too large to compile (see [`limits`]): it is then
+    /// refused, never asked about again; `--jit-stats` says so.
+    fn over_budget(&mut self, src: &dyn Source, func: u32, out: &mut Vec<Action>) -> bool {
+        if self.state(func) == FnState::Refused {
+            return true;
+        }
+        let Err(over) = limits::check_budget(src.module(), func) else {
+            return false;
+        };
+        self.set_state(func, FnState::Refused);
+        if self.stats {
+            let name = &src.module().functions[func as usize].name;
+            out.push(Action::Warn(over.stats_line(name)));
+        }
+        true
+    }
+
+    /// Refuses `func` for good and says why.
+    fn give_up(&mut self, src: &dyn Source, func: u32, error: &str, out: &mut Vec<Action>) {
+        self.set_state(func, FnState::Refused);
+        let name = &src.module().functions[func as usize].name;
+        out.push(Action::Warn(format!(
+            "toyvm: warning: JIT: cannot compile {name}: {error}"
+        )));
+    }
+
+    /// Compiles the OSR variant of `func` (an [`Action::Osr`] in any case:
+    /// `None` if it cannot be compiled).
+    fn compile_osr(&mut self, src: &dyn Source, func: u32, out: &mut Vec<Action>) {
+        if self.over_budget(src, func, out) {
+            out.push(Action::Osr(func, None));
+            return;
+        }
+        let started = Instant::now();
+        let role = Role::Osr;
+        let defined = (self.codegen.declare(src.module(), func, role))
+            .and_then(|id| self.define_body(src, func, role, id));
+        let before = out.len();
+        match defined {
+            Ok(()) => self.finish_batch(src, out),
+            Err(e) => {
+                let name = region_name(src.module(), func, role);
+                out.push(Action::Warn(format!(
+                    "toyvm: warning: JIT: cannot compile {name}: {e}"
+                )));
+            }
+        }
+        // Not finished (define or finalize failed): never retried.
+        let finished = (out[before..].iter()).any(|a| matches!(*a, Action::Osr(f, _) if f == func));
+        if !finished {
+            out.push(Action::Osr(func, None));
+        }
+        self.note_time(src, func, " (OSR)", started.elapsed(), out);
+    }
+
+    fn note_time(
+        &mut self,
+        src: &dyn Source,
+        func: u32,
+        what: &str,
+        took: Duration,
+        out: &mut Vec<Action>,
+    ) {
+        if self.stats {
+            let name = &src.module().functions[func as usize].name;
+            let us = took.as_micros();
+            out.push(Action::Warn(format!("jit-stats: {name}{what}: {us} us")));
+        }
+    }
+
+    /// Test-only: the region whose compile fails.
+    #[cfg(test)]
+    pub fn fail_region(&mut self, name: Option<String>) {
+        self.codegen.fail_region = name;
+    }
+}

@@ -1,0 +1,51 @@
+//! How a run wants the JIT: [`JitOptions`], the default threshold, and the
+//! test-only environment switches. The lowest component of the crate:
+//! every other one may read these, and this module reads nothing of them.
+
+use std::path::PathBuf;
+
+// ANCHOR: default_threshold
+/// Default `--jit-threshold`: calls plus back-edges before a function is
+/// compiled. A small function compiles in about 70 µs
+/// (`bench/compile_latency.sh`; `nbody`'s `advance` about 0.6 ms), a few
+/// times what the interpreter spends on 1000 calls of a small function or
+/// 1000 iterations of a small loop (about 20 µs): by the time a function
+/// tiers up it has shown that it runs often enough to repay the compile
+/// soon, and functions run a handful of times (set-up code, error paths)
+/// never pay for one.
+pub const DEFAULT_THRESHOLD: u32 = 1000;
+// ANCHOR_END: default_threshold
+
+/// Test-only: `TOYVM_JITDUMP_NO_UNWIND=1` leaves the unwinding records out
+/// of perf output (the negative control of `tests/perf_e2e.rs`).
+pub const NO_UNWIND_ENV: &str = "TOYVM_JITDUMP_NO_UNWIND";
+
+/// Test-only: `TOYVM_JIT_BACKTRACE=1` makes the `print` of a runtime
+/// helper called from compiled code write a Rust backtrace to stderr first
+/// (checks the `__register_frame` registration; see `tests/jit_backtrace.rs`).
+pub const BACKTRACE_ENV: &str = "TOYVM_JIT_BACKTRACE";
+
+/// How the JIT runs.
+#[derive(Clone, Debug, Default)]
+pub struct JitOptions {
+    /// Compile after this many calls plus back-edges; `None` never compiles.
+    pub threshold: Option<u32>,
+    /// Scale each function's threshold by its estimated compile cost, with
+    /// `threshold` as the floor (the default tiering, see `policy::cost`); false
+    /// takes `threshold` literally (an explicit `--jit-threshold`).
+    pub cost_model: bool,
+    /// Compile on the compiler thread (`toyvm-jit`) while the interpreter
+    /// keeps running (the default tiering); false compiles on the
+    /// interpreter's thread when a countdown runs out. Threshold 0 always
+    /// compiles everything before `<main>` runs.
+    pub background: bool,
+    /// Write `/tmp/perf-<pid>.map` (and build trampolines).
+    pub perf_map: bool,
+    /// Write `<dir>/jit-<pid>.dump` (and build trampolines).
+    pub jitdump_dir: Option<PathBuf>,
+    /// Publish compiled code to debuggers through the GDB JIT interface
+    /// (and build trampolines, so interpreted frames are named too).
+    pub gdb: bool,
+    /// Report each compile's time on the VM's diagnostics (stderr).
+    pub stats: bool,
+}

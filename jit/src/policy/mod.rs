@@ -1,0 +1,661 @@
+//! The tiering policy: [`Jit`], the interpreter's [`TierUp`] hook. It keeps
+//! one state per function ([`FnPolicy`]), decides what to compile when a
+//! countdown runs out, and answers with a decision (see `vm::abi::TierUp`).
+//! It only decides: the compile work, Cranelift and the profiler outputs
+//! are the [`Compiler`]'s, which runs on this thread or on the compiler
+//! thread (`crate::compiler::background`).
+//!
+//! * **Thresholds.** By default each function's threshold follows from its
+//!   estimated compile cost ([`crate::policy::cost`]); an explicit
+//!   `--jit-threshold N` is taken literally.
+//! * **At a call** the function is compiled with the warm callees it
+//!   reaches that are still interpreted, callees first ([`callgraph`]), in
+//!   one batch; its entry shim is installed and the call enters it.
+//! * **Lazy entry shims.** The other functions of a batch get only their
+//!   native function (most are only ever called from compiled code,
+//!   directly, and a shim costs about a third of a small function's
+//!   compile); their countdown is set to ask at their next call through
+//!   the entry table, which builds the shim.
+//! * **At a back-edge** one compile: the function's OSR variant, which
+//!   enters at any of its loop headers (with the warm callees as native
+//!   functions). The function is compiled whole only if it keeps being
+//!   called afterwards, long enough that the interpreted start of each call
+//!   costs more than the compile ([`Jit::whole_after`]).
+//! * **Threshold 0** compiles every function at start, callees first.
+//! * **Trampolines**: with a profiler sink, every function still
+//!   interpreted gets its interpreter-entry trampoline at start.
+//! * **Background** (the default tiering): requests go to the compiler
+//!   thread and the interpreter keeps interpreting; the function is asked
+//!   about again every [`POLL`] events, and every ask first installs
+//!   whatever the thread finished (entries into the entry table, OSR
+//!   variants into the cache). Compiled code thus starts at the next call
+//!   through the entry table or at the next ask at a back-edge.
+
+pub(crate) mod callgraph;
+pub mod cost;
+
+use vm::abi::{CallDecision, Countdown, LoopDecision, OsrFn, TierUp, Vm};
+
+use crate::compiler::background::Background;
+use crate::compiler::{Action, Compiler, FnState, Program, Request};
+use crate::options::JitOptions;
+use crate::translate::limits;
+
+/// A callee joins its caller's batch once it ran this fraction (1/N) of
+/// its own threshold (see [`Jit::hot_batch`]).
+const CALLEE_WARM_SHARE: u32 = 8;
+
+/// Events after which a function with an OSR variant but no native
+/// function is asked about again: soon, so that a later activation enters
+/// the variant early in its loop.
+const OSR_REASK: u32 = 50;
+
+/// Asks after which a function with an OSR variant is compiled whole with
+/// an explicit `--jit-threshold` (the cost model decides otherwise, see
+/// [`Jit::whole_after`]): it is being called again and again, not running
+/// one long loop ([`Jit::osr_reask`]).
+const WHOLE_AFTER_ASKS: u32 = 16;
+
+/// Events after which a function whose code is being compiled in the
+/// background is asked about again (each ask installs what is ready).
+pub const POLL: u32 = 256;
+
+impl FnState {
+    /// When the interpreter asks about a function in this state next
+    /// (`initial`: the function's own threshold).
+    fn countdown(self, initial: Countdown) -> Countdown {
+        match self {
+            FnState::Interpreted => initial,
+            FnState::Native(_) => Countdown::Next,
+            FnState::Entered(_) | FnState::Refused => Countdown::Never,
+        }
+    }
+}
+
+/// Where compiles run.
+enum Mode {
+    /// On the interpreter's thread, when asked (`Option`: taken while the
+    /// compiler thread starts).
+    Inline(Option<Box<Compiler>>),
+    /// On the compiler thread.
+    Background(Background),
+    /// The compiler thread stopped ([`TierUp::finish`]).
+    Stopped,
+}
+
+/// Everything the policy knows about one function.
+#[derive(Clone, Copy, Debug)]
+struct FnPolicy {
+    /// Its compiled state, as far as this thread has applied it.
+    state: FnState,
+    /// Calls plus back-edges before it is compiled (see [`cost`]), set at
+    /// start.
+    threshold: u32,
+    /// Its OSR variant (one enters at every loop header), once one was
+    /// asked for: `Some(None)` if it cannot be compiled.
+    osr: Option<Option<OsrFn>>,
+    /// Times the interpreter asked about it while it had an OSR variant but
+    /// no native function (see [`Jit::osr_reask`]).
+    osr_asks: u32,
+    /// Background: a request that names it is on its way.
+    pending: bool,
+    /// Background: its OSR variant is on its way.
+    pending_osr: bool,
+}
+
+impl FnPolicy {
+    /// A function not compiled yet, with `threshold`.
+    fn new(threshold: u32) -> FnPolicy {
+        FnPolicy {
+            state: FnState::Interpreted,
+            threshold,
+            osr: None,
+            osr_asks: 0,
+            pending: false,
+            pending_osr: false,
+        }
+    }
+
+    /// True if it has an OSR variant that compiled (counted as its first
+    /// ask when it arrived).
+    fn has_osr(&self) -> bool {
+        self.osr_asks > 0
+    }
+
+    /// True if a compile of it is on its way to or from the compiler thread.
+    fn waiting(&self) -> bool {
+        self.pending || self.pending_osr
+    }
+}
+
+/// The Cranelift tier (see the module docs).
+pub struct Jit {
+    options: JitOptions,
+    mode: Mode,
+    /// One state per function of the VM's module, set at start.
+    functions: Vec<FnPolicy>,
+    /// Problems met in [`Jit::new`], reported by [`TierUp::start`].
+    startup_warnings: Vec<String>,
+    /// [`TierUp::finish`] ran.
+    finished: bool,
+    /// The compiler moves to its thread at the next request.
+    go_background: bool,
+}
+
+impl Jit {
+    /// Creates the JIT: its compiler, which opens the profiler outputs
+    /// (see [`Compiler::new`]); problems with those are reported when the
+    /// run starts.
+    ///
+    /// # Errors
+    /// The compiler's, if Cranelift cannot start.
+    pub fn new(options: JitOptions) -> Result<Jit, String> {
+        let (compiler, startup_warnings) = Compiler::new(&options)?;
+        Ok(Jit {
+            mode: Mode::Inline(Some(Box::new(compiler))),
+            functions: Vec::new(),
+            startup_warnings,
+            finished: false,
+            go_background: false,
+            options,
+        })
+    }
+
+    /// The compiler, when it runs on this thread.
+    fn inline_compiler(&mut self) -> Option<&mut Compiler> {
+        match &mut self.mode {
+            Mode::Inline(Some(compiler)) => Some(compiler),
+            _ => None,
+        }
+    }
+
+    /// The compiled functions without an entry shim that a function
+    /// without native code calls.
+    fn called_from_interpreted(&self, vm: &Vm<'_>) -> Vec<u32> {
+        let functions = &vm.module().functions;
+        let mut wanted = vec![false; functions.len()];
+        for (caller, f) in functions.iter().enumerate() {
+            if self.state(caller as u32).native().is_some() {
+                continue;
+            }
+            for op in &f.code {
+                if let vm::bytecode::Op::Call { func, .. } = *op {
+                    wanted[func as usize] |= matches!(self.state(func as u32), FnState::Native(_));
+                }
+            }
+        }
+        (0..wanted.len() as u32)
+            .filter(|&f| wanted[f as usize])
+            .collect()
+    }
+
+    fn state(&self, func: u32) -> FnState {
+        self.functions[func as usize].state
+    }
+
+    fn function(&mut self, func: u32) -> &mut FnPolicy {
+        &mut self.functions[func as usize]
+    }
+
+    /// True if requests go (or will go) to the compiler thread.
+    fn background(&self) -> bool {
+        self.go_background || matches!(self.mode, Mode::Background(_))
+    }
+
+    /// Runs `request`: now, on this thread (and applies what came of it),
+    /// or queued for the compiler thread (the functions it names are then
+    /// pending until their states come back).
+    fn run(&mut self, vm: &mut Vm<'_>, request: Request) {
+        if std::mem::take(&mut self.go_background)
+            && let Mode::Inline(compiler) = &mut self.mode
+            && let Some(compiler) = compiler.take()
+        {
+            self.mode = match Background::start(*compiler, Program::of(vm)) {
+                Ok(background) => Mode::Background(background),
+                Err(e) => {
+                    warn(vm, format_args!("toyvm: warning: JIT: {e}"));
+                    Mode::Stopped
+                }
+            };
+        }
+        match &mut self.mode {
+            Mode::Inline(Some(compiler)) => {
+                let mut out = Vec::new();
+                compiler.run(&*vm, &request, &mut out);
+                self.apply(vm, out);
+            }
+            Mode::Background(background) => {
+                let (named, osr): (Vec<u32>, _) = match &request {
+                    Request::Compile { funcs, entered } => {
+                        (funcs.iter().chain(entered).copied().collect(), None)
+                    }
+                    Request::Osr { callees, func } => {
+                        (callees.iter().chain([func]).copied().collect(), Some(*func))
+                    }
+                };
+                if let Some(func) = osr {
+                    self.functions[func as usize].pending_osr = true;
+                }
+                if background.send(request) {
+                    for f in named {
+                        self.functions[f as usize].pending = true;
+                    }
+                }
+            }
+            Mode::Inline(None) | Mode::Stopped => {}
+        }
+    }
+
+    /// Applies what the compiler did: states and countdowns, entries, OSR
+    /// variants, diagnostics.
+    fn apply(&mut self, vm: &mut Vm<'_>, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::State(f, state) => {
+                    let function = self.function(f);
+                    function.state = state;
+                    function.pending = false;
+                    vm.set_countdown(f, state.countdown(self.initial(f)));
+                }
+                // SAFETY: the compiler built `entry` for `f` with the entry
+                // ABI (an entry shim or trampoline, `pipeline::install`),
+                // finalized it and reported it to the profilers before
+                // handing it over; the code lives as long as the compiler,
+                // which outlives the run (see `Action`).
+                Action::Entry(f, entry) => unsafe {
+                    vm.set_entry(f, entry);
+                },
+                Action::Osr(f, osr) => {
+                    let function = self.function(f);
+                    function.pending_osr = false;
+                    function.osr = Some(osr);
+                    if osr.is_some() {
+                        function.osr_asks = function.osr_asks.max(1);
+                    }
+                }
+                Action::Warn(line) => warn(vm, format_args!("{line}")),
+            }
+        }
+    }
+
+    /// Installs what the compiler thread finished since the last ask.
+    fn drain(&mut self, vm: &mut Vm<'_>) {
+        if let Mode::Background(background) = &self.mode {
+            let actions = background.drain();
+            self.apply(vm, actions);
+        }
+    }
+
+    /// The batch for a hot `func`: it and the callees it reaches that are
+    /// still interpreted and warm (ran at least [`CALLEE_WARM_SHARE`] of
+    /// their own threshold), callees first. A callee that ran a handful of
+    /// times stays out: compiled code calls it through the entry table,
+    /// and it tiers up by itself if it gets hot (a `<main>` calling 5,000
+    /// functions once each compiles none of them).
+    fn hot_batch(&self, vm: &Vm<'_>, func: u32) -> Vec<u32> {
+        callgraph::with_callees(vm.module(), func, |c| {
+            let callee = &self.functions[c as usize];
+            let warm = (callee.threshold / CALLEE_WARM_SHARE).max(1);
+            callee.state == FnState::Interpreted
+                && !callee.pending
+                && vm.runs_since(c, self.initial(c)) >= warm
+        })
+    }
+
+    /// The countdown `func` starts with: its threshold.
+    fn initial(&self, func: u32) -> Countdown {
+        match self.options.threshold {
+            None => Countdown::Never,
+            Some(_) => Countdown::After(self.functions[func as usize].threshold),
+        }
+    }
+
+    /// Per-function state and thresholds for `vm`'s module, and every
+    /// function's countdown set to its threshold.
+    fn set_up(&mut self, vm: &mut Vm<'_>) {
+        let module = vm.module();
+        let n = module.functions.len();
+        if let Some(compiler) = self.inline_compiler() {
+            compiler.reset(n);
+        }
+        let base = self.options.threshold.unwrap_or(0);
+        let cost_model = self.options.cost_model;
+        self.functions = (0..n as u32)
+            .map(|f| match cost_model {
+                true => FnPolicy::new(cost::threshold(module, f, base)),
+                false => FnPolicy::new(base),
+            })
+            .collect();
+        for f in 0..n as u32 {
+            vm.set_countdown(f, self.initial(f));
+        }
+    }
+
+    /// The interpreter asked again about `func`, which has an OSR variant
+    /// but no native function. A function whose loop got hot in one long
+    /// activation is done with OSR; one called again and again reaches
+    /// here at each call: after [`Jit::whole_after`] asks it is compiled
+    /// whole (with its warm callees, as at a call, and its shim if
+    /// `entered`). True if the compile was asked for.
+    fn osr_reask(&mut self, vm: &mut Vm<'_>, func: u32, entered: bool) -> bool {
+        let function = self.function(func);
+        function.osr_asks += 1;
+        let (asks, pending) = (function.osr_asks, function.pending);
+        if asks < self.whole_after(vm, func) || pending {
+            return false;
+        }
+        let funcs = self.hot_batch(vm, func);
+        let entered = if entered { vec![func] } else { Vec::new() };
+        self.run(vm, Request::Compile { funcs, entered });
+        true
+    }
+
+    /// Asks after which `func`, which has an OSR variant, is compiled
+    /// whole: each ask is an activation that started interpreted and ran
+    /// about [`OSR_REASK`] events before it entered the variant, so the
+    /// whole compile pays after [`cost::whole_after_asks`] of them (with the
+    /// cost model), or after [`WHOLE_AFTER_ASKS`] (an explicit threshold).
+    fn whole_after(&self, vm: &Vm<'_>, func: u32) -> u32 {
+        match self.options.cost_model {
+            true => cost::whole_after_asks(vm.module(), func, OSR_REASK),
+            false => WHOLE_AFTER_ASKS,
+        }
+    }
+
+    /// True if `func` is too large to compile (see [`crate::translate::limits`]): it
+    /// is then refused, never asked about again; `--jit-stats` says so.
+    /// Decided here, on the interpreter's thread, before any request, so
+    /// the answer and the message do not depend on the compiler thread's
+    /// timing (the compiler checks the callees of a batch itself).
+    fn over_budget(&mut self, vm: &mut Vm<'_>, func: u32) -> bool {
+        if self.state(func) == FnState::Refused {
+            return true;
+        }
+        let Err(over) = limits::check_budget(vm.module(), func) else {
+            return false;
+        };
+        self.apply(vm, vec![Action::State(func, FnState::Refused)]);
+        if let Some(compiler) = self.inline_compiler() {
+            compiler.refuse(func);
+        }
+        if self.options.stats {
+            let line = over.stats_line(&vm.module().functions[func as usize].name);
+            warn(vm, format_args!("{line}"));
+        }
+        true
+    }
+
+    /// The countdown of a function that waits for the compiler thread, or
+    /// `None` when compiles run on this thread.
+    fn poll(&self) -> Option<Countdown> {
+        self.background().then_some(Countdown::After(POLL))
+    }
+}
+
+/// Writes one diagnostic line to the VM's diagnostics (the driver's stderr).
+fn warn(vm: &mut Vm<'_>, line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(vm.diagnostics(), "{line}");
+}
+
+// SAFETY: every OSR entry `hot_loop` returns was built by `translate` for
+// that function and loop header (`Role::Osr`), with the `OsrFn` signature
+// (`pipeline::CodeGen::install`), and finalized before it was handed over.
+unsafe impl TierUp for Jit {
+    fn initial_countdown(&self) -> Countdown {
+        self.options
+            .threshold
+            .map_or(Countdown::Never, Countdown::After)
+    }
+
+    fn start(&mut self, vm: &mut Vm<'_>) {
+        for warning in std::mem::take(&mut self.startup_warnings) {
+            warn(vm, format_args!("{warning}"));
+        }
+        self.set_up(vm);
+        if self.options.threshold == Some(0) {
+            let order = callgraph::callee_first_order(vm.module());
+            // `<main>` is always entered through the entry table.
+            self.run(
+                vm,
+                Request::Compile {
+                    funcs: order,
+                    entered: vec![vm.module().main],
+                },
+            );
+            // Functions left to the interpreter (over the budget) call
+            // through the entry table: their callees get their shims now,
+            // in one batch, not in one batch per callee at its first call
+            // (5,000 batches for a big interpreted `<main>`: 5,000 objects
+            // for gdb, a page of code memory each).
+            let entered = self.called_from_interpreted(vm);
+            self.run(
+                vm,
+                Request::Compile {
+                    funcs: Vec::new(),
+                    entered,
+                },
+            );
+        }
+        if let Mode::Inline(Some(compiler)) = &mut self.mode
+            && !compiler.no_profilers()
+        {
+            let mut out = Vec::new();
+            compiler.trampolines(&*vm, &mut out);
+            self.apply(vm, out);
+        }
+        // The compiler moves to its thread at the first request (a run
+        // that compiles nothing pays for no thread and no program copy).
+        self.go_background =
+            self.options.background && self.options.threshold.is_some_and(|t| t > 0);
+    }
+
+    fn hot_call(&mut self, vm: &mut Vm<'_>, func: u32) -> CallDecision {
+        if self.options.threshold.is_none() {
+            return CallDecision::Interpret(Countdown::Never);
+        }
+        self.drain(vm);
+        if self.functions[func as usize].pending {
+            return CallDecision::Interpret(Countdown::After(POLL));
+        }
+        if self.over_budget(vm, func) {
+            return CallDecision::Interpret(Countdown::Never);
+        }
+        match self.state(func) {
+            FnState::Refused => return CallDecision::Interpret(Countdown::Never),
+            // Compiled earlier in a batch of callees: only the shim is new.
+            FnState::Native(_) => self.run(
+                vm,
+                Request::Compile {
+                    funcs: Vec::new(),
+                    entered: vec![func],
+                },
+            ),
+            // Its loop tiered up through OSR: this call's loop will enter
+            // the variant; compiled whole only if it keeps being called.
+            FnState::Interpreted if self.functions[func as usize].has_osr() => {
+                if !self.osr_reask(vm, func, true) {
+                    return CallDecision::Interpret(Countdown::After(OSR_REASK));
+                }
+            }
+            FnState::Interpreted => {
+                let funcs = self.hot_batch(vm, func);
+                self.run(
+                    vm,
+                    Request::Compile {
+                        funcs,
+                        entered: vec![func],
+                    },
+                );
+            }
+            FnState::Entered(_) => {}
+        }
+        match (self.state(func), self.poll()) {
+            (FnState::Entered(_), _) => CallDecision::Enter,
+            (FnState::Refused, _) => CallDecision::Interpret(Countdown::Never),
+            (_, Some(poll)) if self.functions[func as usize].pending => {
+                CallDecision::Interpret(poll)
+            }
+            _ => CallDecision::Interpret(Countdown::Never),
+        }
+    }
+
+    // ANCHOR: hot_loop
+    fn hot_loop(&mut self, vm: &mut Vm<'_>, func: u32, _header: u32) -> LoopDecision {
+        if self.options.threshold.is_none() {
+            return LoopDecision::Interpret(Countdown::Never);
+        }
+        self.drain(vm);
+        if self.functions[func as usize].waiting() {
+            return LoopDecision::Interpret(Countdown::After(POLL));
+        }
+        // One compile: the OSR variant (with the warm callees it calls, as
+        // native functions). The function is compiled whole only if it
+        // keeps being called (`osr_reask`), not on the chance that it will.
+        if self.over_budget(vm, func) {
+            return LoopDecision::Interpret(Countdown::Never);
+        }
+        let cached = self.functions[func as usize].osr.is_some();
+        match self.state(func) {
+            FnState::Interpreted if cached => {
+                if self.functions[func as usize].has_osr() {
+                    self.osr_reask(vm, func, false);
+                }
+            }
+            FnState::Refused => {}
+            _ if cached => {}
+            // Not compiled yet, or compiled but this interpreted activation
+            // started before: its variant.
+            state => {
+                let mut callees = Vec::new();
+                if state == FnState::Interpreted {
+                    callees = self.hot_batch(vm, func);
+                    callees.retain(|&f| f != func);
+                }
+                self.run(vm, Request::Osr { callees, func });
+            }
+        }
+        if let Some(poll) = self.poll()
+            && self.functions[func as usize].waiting()
+        {
+            return LoopDecision::Interpret(poll);
+        }
+        let osr = self.functions[func as usize].osr.flatten();
+        match (osr, self.state(func)) {
+            // Later activations start interpreted and enter the variant
+            // at this back-edge, soon.
+            (Some(osr), FnState::Interpreted) => {
+                LoopDecision::Enter(osr, Countdown::After(OSR_REASK))
+            }
+            // This activation leaves the interpreter: the shim can wait for
+            // the first entry-table call; another interpreted activation's
+            // back-edge lands here and gets the OSR variant.
+            (Some(osr), FnState::Native(_)) => LoopDecision::Enter(osr, Countdown::Next),
+            (Some(osr), _) => LoopDecision::Enter(osr, Countdown::Never),
+            // Keep interpreting this activation, but never ask again.
+            (None, FnState::Native(_)) => {
+                self.run(
+                    vm,
+                    Request::Compile {
+                        funcs: Vec::new(),
+                        entered: vec![func],
+                    },
+                );
+                match self.poll() {
+                    Some(poll) => LoopDecision::Interpret(poll),
+                    None => LoopDecision::Interpret(Countdown::Never),
+                }
+            }
+            // No variant (over the budget, or it failed): a call may still
+            // compile the function whole.
+            (None, FnState::Interpreted) => LoopDecision::Interpret(self.initial(func)),
+            (None, _) => LoopDecision::Interpret(Countdown::Never),
+        }
+    }
+    // ANCHOR_END: hot_loop
+
+    fn finish(&mut self, vm: &mut Vm<'_>) {
+        self.finished = true;
+        let compiler = match std::mem::replace(&mut self.mode, Mode::Stopped) {
+            Mode::Inline(compiler) => compiler.map(|c| *c),
+            Mode::Background(mut background) => background.stop().map(|(compiler, actions)| {
+                // Only the diagnostics: the run is over.
+                for action in actions {
+                    if let Action::Warn(line) = action {
+                        warn(vm, format_args!("{line}"));
+                    }
+                }
+                compiler
+            }),
+            Mode::Stopped => None,
+        };
+        if let Some(mut compiler) = compiler {
+            for failure in compiler.finish_profilers() {
+                warn(vm, format_args!("toyvm: warning: {failure}"));
+            }
+        }
+    }
+}
+
+impl Drop for Jit {
+    /// Completes the profiler outputs if [`TierUp::finish`] never ran (no
+    /// VM to report failures on then); the fields then drop in order, the
+    /// code memory last (see [`crate::codegen::pipeline`]).
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        match std::mem::replace(&mut self.mode, Mode::Stopped) {
+            Mode::Inline(Some(mut compiler)) => {
+                let _ = compiler.finish_profilers();
+            }
+            Mode::Background(mut background) => {
+                if let Some((mut compiler, _)) = background.stop() {
+                    let _ = compiler.finish_profilers();
+                }
+            }
+            Mode::Inline(None) | Mode::Stopped => {}
+        }
+    }
+}
+
+/// A [`TierUp`] that never compiles: used when the JIT cannot start, and
+/// says why when the run starts.
+pub struct Disabled {
+    /// Why the JIT could not start.
+    pub why: String,
+}
+
+// SAFETY: returns no OSR entry.
+unsafe impl TierUp for Disabled {
+    fn initial_countdown(&self) -> Countdown {
+        Countdown::Never
+    }
+    fn start(&mut self, vm: &mut Vm<'_>) {
+        warn(
+            vm,
+            format_args!("toyvm: warning: JIT disabled: {}", self.why),
+        );
+    }
+    fn hot_call(&mut self, _vm: &mut Vm<'_>, _func: u32) -> CallDecision {
+        CallDecision::Interpret(Countdown::Never)
+    }
+    fn hot_loop(&mut self, _vm: &mut Vm<'_>, _func: u32, _pc: u32) -> LoopDecision {
+        LoopDecision::Interpret(Countdown::Never)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cranelift_module::FuncId;
+
+    #[test]
+    fn states_decide_the_countdown() {
+        let initial = Countdown::After(7);
+        let id = FuncId::from_u32(0);
+        assert_eq!(FnState::Interpreted.countdown(initial), initial);
+        assert_eq!(FnState::Native(id).countdown(initial), Countdown::Next);
+        assert_eq!(FnState::Entered(id).countdown(initial), Countdown::Never);
+        assert_eq!(FnState::Refused.countdown(initial), Countdown::Never);
+    }
+}
