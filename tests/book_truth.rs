@@ -112,10 +112,11 @@ fn normalise(name: &str, text: &str) -> Vec<String> {
                     let digits = frame.chars().take_while(char::is_ascii_digit).count();
                     let first = &frame[..digits] == "0";
                     line = format!("# {}", frame[digits..].trim_start());
-                    if first && let Some(at) = line.rfind(':') {
-                        if line[at + 1..].chars().all(|c| c.is_ascii_digit()) {
-                            line = format!("{}:LINE", &line[..at]);
-                        }
+                    if first
+                        && let Some(at) = line.rfind(':')
+                        && line[at + 1..].chars().all(|c| c.is_ascii_digit())
+                    {
+                        line = format!("{}:LINE", &line[..at]);
                     }
                 }
                 if out.last() != Some(&line) || !line.starts_with('#') {
