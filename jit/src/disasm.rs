@@ -114,8 +114,6 @@ fn render(listing: &Listing, module: &Module, out: &mut String) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     const PROGRAM: &str = "fn f1(x: int) -> int { let y = 0; for i in 0..x { y = y + i; } return y; }\n\
         fn f2(x: int) -> int { let y = 1; for i in 0..x { y = y * 2; } return y; }\n\
         fn f3(x: int) -> int { let y = 2; for i in 0..x { y = y - i; } return y; }\n\

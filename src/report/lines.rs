@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::load::VmProfile;
+use super::text::shorten;
 use super::tree::flat_profile;
 
 /// Most lines listed per function.
@@ -95,7 +96,7 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> S
             let code = match (line, text.as_ref()) {
                 (0, _) => "(line unknown)".to_owned(),
                 (_, Some(text)) => {
-                    (text.get(line as usize - 1)).map_or(String::new(), |l| short_text(l.trim()))
+                    (text.get(line as usize - 1)).map_or(String::new(), |l| shorten(l.trim(), MAX_TEXT))
                 }
                 (_, None) => String::new(),
             };
@@ -111,16 +112,6 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> S
         }
     }
     out
-}
-
-/// `text`, cut to [`MAX_TEXT`] characters.
-fn short_text(text: &str) -> String {
-    if text.chars().count() <= MAX_TEXT {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(MAX_TEXT - 1).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]

@@ -119,10 +119,15 @@ fn table(out: &mut String, rows: &[(f64, f64, String, String)]) {
 
 /// `name`, cut to [`MAX_NAME`] characters.
 fn short_name(name: &str) -> String {
-    if name.chars().count() <= MAX_NAME {
-        return name.to_owned();
+    shorten(name, MAX_NAME)
+}
+
+/// `text`, cut to `max` characters (the last one an ellipsis when cut).
+pub(super) fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
     }
-    let mut cut: String = name.chars().take(MAX_NAME - 1).collect();
+    let mut cut: String = text.chars().take(max - 1).collect();
     cut.push('…');
     cut
 }

@@ -1,6 +1,6 @@
 //! Def/use facts the translator needs before it starts.
 
-use super::*;
+use vm::bytecode::Op;
 
 /// Which of a frame's `frame_size` registers some instruction of `code`
 /// writes (the operands the translator defines; see `Translator::write`).

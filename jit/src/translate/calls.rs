@@ -1,7 +1,14 @@
 //! Calls: of compiled callees (directly, native convention), of anything
 //! else (through the entry table), and of the memory-based helpers.
 
-use super::*;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use cranelift_frontend::FunctionBuilder;
+use vm::abi::offsets;
+use vm::bytecode::{Op, Reg};
+
+use crate::abi::{clif_type, entry_signature, frames};
+
+use super::{Translator, flags, slot_offset};
 
 impl Translator<'_, '_> {
     pub(super) fn call(

@@ -1,7 +1,9 @@
 //! The control-flow graph of a bytecode function: block leaders and the
 //! number of edges into each (so blocks can be sealed as early as possible).
 
-use super::*;
+use std::collections::HashMap;
+
+use vm::bytecode::{Flags, Op};
 
 /// Per leader instruction, the number of control-flow edges into its block
 /// that translating `code` can emit: one per jump naming it, one for falling

@@ -1,7 +1,12 @@
 //! Errors in compiled code: the shared cold blocks that record them, the
 //! exits that lead there, and the failed-call path.
 
-use super::*;
+use cranelift_codegen::ir::{self, Block, BlockArg, InstBuilder, SourceLoc, Value, types};
+use cranelift_frontend::FunctionBuilder;
+
+use crate::codegen::role::Role;
+
+use super::Translator;
 
 /// A function's shared cold blocks that record an error (each created on
 /// first use). What differs between the failing sites (the instruction

@@ -2,7 +2,13 @@
 //! registers, parameters) and every return. Entering and leaving the frame is the
 //! caller's (`crate::abi::frames`).
 
-use super::*;
+use cranelift_codegen::ir::{self, InstBuilder, Value, types};
+use cranelift_frontend::FunctionBuilder;
+
+use crate::abi::clif_type;
+use crate::codegen::role::Role;
+
+use super::{Translator, convert, flags, slot_offset};
 
 impl Translator<'_, '_> {
     /// The native variant's entry: its caller has entered the frame (see

@@ -1,6 +1,14 @@
 //! Inlining: a call of a small straight-line leaf is translated in place.
 
-use super::*;
+use cranelift_codegen::ir::InstBuilder;
+use cranelift_frontend::FunctionBuilder;
+use vm::bytecode::{Op, Reg};
+
+use crate::abi::{clif_type, frames};
+use crate::codegen::line_table;
+
+use super::registers::Slot;
+use super::{Translator, flags, slot_offset};
 
 impl Translator<'_, '_> {
     /// Translates a call of a small straight-line leaf (see
@@ -95,7 +103,8 @@ impl Translator<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use vm::bytecode::Function;
+
     use crate::translate::limits::{INLINE_MAX_OPS, is_inlinable_leaf};
 
     fn function(source: &str, name: &str) -> Function {

@@ -1,6 +1,14 @@
 //! One bytecode instruction → Cranelift IR.
 
-use super::*;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{self, InstBuilder, Value, types};
+use cranelift_frontend::FunctionBuilder;
+use vm::bytecode::{Const, Flags, Op, Reg};
+
+use crate::abi::helpers::codes;
+
+use super::registers::Slot;
+use super::{Translator, flags, slot_offset};
 
 impl Translator<'_, '_> {
     /// Translates instruction `pc`; returns true if it ends the block

@@ -28,7 +28,13 @@
 //!   of a native function uses the two values it loads anyway to enter the
 //!   callee's frame (`Translator::enter_frame`).
 
-use super::*;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use cranelift_frontend::FunctionBuilder;
+use vm::abi::offsets;
+
+use crate::abi::frames;
+
+use super::{Translator, flags, lowering};
 
 impl Translator<'_, '_> {
     // ANCHOR: store_pc

@@ -71,21 +71,17 @@ mod registers;
 
 use std::collections::HashMap;
 
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    self, Block, BlockArg, FuncRef, InstBuilder, MemFlagsData, SourceLoc, TrapCode, Value, types,
+    self, Block, FuncRef, InstBuilder, MemFlagsData, TrapCode, Value, types,
 };
 use cranelift_codegen::isa::CallConv;
-use cranelift_frontend::{FunctionBuilder, Switch, Variable};
+use cranelift_frontend::{FunctionBuilder, Switch};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
-use vm::abi::offsets;
-use vm::bytecode::{Const, Flags, Function, Op, Reg};
+use vm::bytecode::Function;
 
-use crate::abi::frames;
-use crate::abi::helpers::codes;
 use crate::abi::layout::ArrayLayout;
-use crate::abi::{Imports, clif_type, entry_signature};
+use crate::abi::{Imports, clif_type};
 use crate::codegen::line_table;
 use crate::codegen::role::Role;
 use crate::translate::limits::InlineBudget;

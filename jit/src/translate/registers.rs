@@ -1,7 +1,11 @@
 //! Where each Toy register lives in compiled code, and reading, writing,
 //! spilling and reloading it.
 
-use super::*;
+use cranelift_codegen::ir::{self, InstBuilder, Value, types};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use vm::bytecode::Reg;
+
+use super::{Translator, convert, flags, slot_offset};
 
 /// Where a register lives in compiled code.
 #[derive(Clone, Copy, Debug)]

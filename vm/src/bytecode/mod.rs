@@ -57,6 +57,11 @@ pub type Reg = u8;
 /// Most typed registers plus call-area slots one function may use.
 pub const MAX_REGS: usize = 256;
 
+/// The target of a jump the compiler has emitted but not patched yet
+/// ([`Op::target_mut`]): outside every function, so the verifier rejects a
+/// jump that was never patched instead of running it to instruction 0.
+pub const UNPATCHED: u32 = u32::MAX;
+
 // ANCHOR: op_intro
 // The instruction table: every instruction declared once, here. It
 // generates `Op`, `Op::opcode`, `Op::name`, `Op::operands`, `Op::flags`

@@ -231,6 +231,19 @@ macro_rules! operand_type {
     };
 }
 
+/// `Some(field)` for the field whose role is `target`, else `found` (the
+/// other fields are only named, so that binding them is not unused).
+macro_rules! target_field {
+    (target, $field:ident, $found:ident) => {{
+        let _ = $found;
+        Some($field)
+    }};
+    ($role:ident, $field:ident, $found:ident) => {{
+        let _ = $field;
+        $found
+    }};
+}
+
 /// The [`Operand`] for field `$name` with value `$v`.
 macro_rules! operand {
     (@reg $name:expr, $v:expr, $access:ident, $class:ident) => {
@@ -348,6 +361,22 @@ macro_rules! instruction_table {
                         Op::$name $({ $($field),* })? => $crate::bytecode::Operands::new(&[
                             $($(operand!($role, stringify!($field), $field $(, $class)?)),*)?
                         ]),
+                    )*
+                }
+            }
+
+            /// The jump target of an instruction that has one (a field
+            /// whose role is `target`), to write: the compiler emits a jump
+            /// before it knows where to ([`UNPATCHED`](crate::bytecode::UNPATCHED))
+            /// and patches it here.
+            pub fn target_mut(&mut self) -> Option<&mut u32> {
+                match self {
+                    $(
+                        Op::$name $({ $($field),* })? => {
+                            let found: Option<&mut u32> = None;
+                            $($(let found = target_field!($role, $field, found);)*)?
+                            found
+                        }
                     )*
                 }
             }

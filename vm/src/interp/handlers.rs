@@ -25,11 +25,12 @@
 use std::hint::unreachable_unchecked;
 
 use super::{STATUS_ERROR, STATUS_OK, Vm, tier};
-use crate::bytecode::{Function, Op, Reg};
+use crate::bytecode::{Function, Op};
 use crate::runtime::heap::{arr_mut, str_ref};
 use crate::runtime::{RuntimeError, TraceEntry};
 
 use super::locations::location;
+use super::regs::Regs;
 use super::slow::slow_op;
 
 /// What the handlers of one activation (one interpreted call) share,
@@ -49,62 +50,6 @@ pub(super) struct Activation<'v> {
     /// recording lines keep on the current line ([`slots`],
     /// [`super::locations`]).
     pub(super) record_pc: *mut u32,
-}
-
-/// The frame's registers: register `r` is the 64-bit slot `r` of the
-/// function's window on the value stack. Typed accessors keep the handlers
-/// close to the instruction table's doc lines.
-#[derive(Clone, Copy)]
-#[repr(transparent)]
-pub(super) struct Regs(*mut u64);
-
-impl Regs {
-    /// Register `r`'s raw bits.
-    #[inline(always)]
-    unsafe fn get(self, r: Reg) -> u64 {
-        // SAFETY: `r < frame_size` (verified), the frame is in the stack.
-        unsafe { *self.0.add(r as usize) }
-    }
-
-    /// Sets register `r`'s raw bits.
-    #[inline(always)]
-    unsafe fn set(self, r: Reg, v: u64) {
-        // SAFETY: as for `get`.
-        unsafe { *self.0.add(r as usize) = v }
-    }
-
-    /// Register `r` as an `int`.
-    #[inline(always)]
-    unsafe fn int(self, r: Reg) -> i64 {
-        unsafe { self.get(r) as i64 }
-    }
-
-    /// Register `r` as a `float`.
-    #[inline(always)]
-    unsafe fn flt(self, r: Reg) -> f64 {
-        unsafe { f64::from_bits(self.get(r)) }
-    }
-
-    #[inline(always)]
-    unsafe fn set_int(self, r: Reg, v: i64) {
-        unsafe { self.set(r, v as u64) }
-    }
-
-    #[inline(always)]
-    unsafe fn set_flt(self, r: Reg, v: f64) {
-        unsafe { self.set(r, v.to_bits()) }
-    }
-
-    #[inline(always)]
-    unsafe fn set_bool(self, r: Reg, v: bool) {
-        unsafe { self.set(r, v as u64) }
-    }
-
-    /// The address of register `r` (a callee's window).
-    #[inline(always)]
-    unsafe fn at(self, r: Reg) -> *mut u64 {
-        unsafe { self.0.add(r as usize) }
-    }
 }
 
 /// The type of every handler: the frame, the handler's own instruction,
@@ -159,7 +104,7 @@ unsafe fn index_of(ip: *const Op, cx: &Activation<'_>) -> usize {
 pub(super) unsafe fn start(regs: *mut u64, cx: &Activation<'_>) -> u32 {
     // SAFETY: the caller's contract; instruction 0 exists (every function
     // ends in a return).
-    unsafe { next(Regs(regs), cx.code, cx) }
+    unsafe { next(Regs::new(regs), cx.code, cx) }
 }
 
 // ANCHOR: next
@@ -215,7 +160,7 @@ unsafe fn loop_tier_up(regs: Regs, to: *const Op, cx: &Activation<'_>, target: u
     // boundary (the OSR contract); `to` is the verified `target`.
     unsafe {
         match tier::hot_loop(cx.vm, cx.func, target) {
-            Some(osr) => osr(cx.vm, regs.0, target),
+            Some(osr) => osr(cx.vm, regs.base(), target),
             None => next(regs, to, cx),
         }
     }
@@ -506,7 +451,7 @@ unsafe fn slow<const STORE: bool>(regs: Regs, ip: *const Op, cx: &Activation<'_>
             line_start(ip, cx);
         }
         let pc = index_of(ip, cx);
-        if slow_op(cx.vm, cx.func, regs.0, *ip, pc + 1) != STATUS_OK {
+        if slow_op(cx.vm, cx.func, regs.base(), *ip, pc + 1) != STATUS_OK {
             return STATUS_ERROR;
         }
         next(regs, step(ip), cx)

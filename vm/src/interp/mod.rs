@@ -52,6 +52,7 @@ use crate::runtime::RuntimeError;
 mod frame;
 mod handlers;
 mod locations;
+mod regs;
 mod slow;
 pub mod tier;
 mod vm;

@@ -3,6 +3,7 @@
 //! and, through [`run_slow_op`], by compiled code, so both tiers share one
 //! implementation and fail with identical errors.
 
+use super::regs::Regs;
 use super::{STATUS_OK, Vm};
 use crate::bytecode::Op;
 use crate::runtime::heap::{self, arr_mut, str_ref};
@@ -79,26 +80,7 @@ unsafe fn make_room(vm: *mut Vm<'_>, bytes: usize) -> Result<(), RuntimeError> {
 pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op, pc: usize) -> u32 {
     // SAFETY: the caller's contract (verified code, the active frame).
     unsafe {
-        macro_rules! reg {
-            ($r:expr) => {
-                *regs.add($r as usize)
-            };
-        }
-        macro_rules! int {
-            ($r:expr) => {
-                (*regs.add($r as usize) as i64)
-            };
-        }
-        macro_rules! set_int {
-            ($r:expr, $v:expr) => {
-                *regs.add($r as usize) = ($v) as u64
-            };
-        }
-        macro_rules! set_flt {
-            ($r:expr, $v:expr) => {
-                *regs.add($r as usize) = f64::to_bits($v)
-            };
-        }
+        let r = Regs::new(regs);
         macro_rules! raise {
             ($pc:expr, $err:expr) => {
                 return fail(vm, $err, func, $pc - 1)
@@ -113,20 +95,20 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
         }
         match op {
             Op::Concat { dst, a, b } => {
-                let len = str_ref(reg!(a))
+                let len = str_ref(r.get(a))
                     .len()
-                    .saturating_add(str_ref(reg!(b)).len());
+                    .saturating_add(str_ref(r.get(b)).len());
                 if let Err(e) = make_room(vm, len) {
                     raise!(pc, e);
                 }
-                let (x, y) = (str_ref(reg!(a)), str_ref(reg!(b)));
+                let (x, y) = (str_ref(r.get(a)), str_ref(r.get(b)));
                 let mut s = match (*vm).heap.new_string(len) {
                     Ok(s) => s,
                     Err(e) => raise!(pc, e),
                 };
                 s.push_str(x);
                 s.push_str(y);
-                reg!(dst) = (*vm).heap.alloc_str(s);
+                r.set(dst, (*vm).heap.alloc_str(s));
                 gc_point!();
             }
             Op::NewArray { dst, refs, cap } => {
@@ -134,7 +116,7 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
                     Ok(v) => v,
                     Err(e) => raise!(pc, e),
                 };
-                reg!(dst) = (*vm).heap.alloc_array(refs, elems);
+                r.set(dst, (*vm).heap.alloc_array(refs, elems));
                 gc_point!();
             }
             Op::RepeatArray {
@@ -144,11 +126,11 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
                 depth,
                 refs,
             } => {
-                let n = match builtins::repeat_count(int!(count)) {
+                let n = match builtins::repeat_count(r.int(count)) {
                     Ok(n) => n,
                     Err(e) => raise!(pc, e),
                 };
-                let size = builtins::repeat_size(reg!(val), depth as u32, n);
+                let size = builtins::repeat_size(r.get(val), depth as u32, n);
                 if let Err(e) = make_room(vm, size) {
                     raise!(pc, e);
                 }
@@ -156,7 +138,7 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
                     Ok(v) => v,
                     Err(e) => raise!(pc, e),
                 };
-                let v = reg!(val);
+                let v = r.get(val);
                 if depth == 0 {
                     elems.resize(n, v);
                 } else {
@@ -167,11 +149,11 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
                         }
                     }
                 }
-                reg!(dst) = (*vm).heap.alloc_array(refs, elems);
+                r.set(dst, (*vm).heap.alloc_array(refs, elems));
                 gc_point!();
             }
             Op::Push { arr, val } => {
-                let growth = heap::push_growth_bytes(&arr_mut(reg!(arr)).elems);
+                let growth = heap::push_growth_bytes(&arr_mut(r.get(arr)).elems);
                 if growth != 0
                     && let Err(e) = make_room(vm, growth)
                 {
@@ -179,12 +161,12 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
                 }
                 // Borrowed after `make_room`'s collection: the array is
                 // rooted (its register), so it survived, unmoved.
-                let a = arr_mut(reg!(arr));
+                let a = arr_mut(r.get(arr));
                 let grew = match (*vm).heap.reserve_push(&mut a.elems) {
                     Ok(grew) => grew,
                     Err(e) => raise!(pc, e),
                 };
-                a.elems.push(reg!(val));
+                a.elems.push(r.get(val));
                 if grew {
                     gc_point!();
                 }
@@ -193,7 +175,7 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
                 let vmr = &mut *vm;
                 let ty = vmr.module.types.get_unchecked(ty as usize);
                 vmr.scratch.clear();
-                write_value(&mut vmr.scratch, reg!(src), ty);
+                write_value(&mut vmr.scratch, r.get(src), ty);
                 vmr.scratch.push('\n');
                 if let Err(e) = vmr.out.write(vmr.scratch.as_bytes()) {
                     raise!(pc, e);
@@ -203,23 +185,23 @@ pub(super) unsafe fn slow_op(vm: *mut Vm<'_>, func: u32, regs: *mut u64, op: Op,
                 let vmr = &mut *vm;
                 let ty = vmr.module.types.get_unchecked(ty as usize);
                 let mut s = String::new();
-                write_scalar(&mut s, reg!(src), ty);
-                reg!(dst) = vmr.heap.alloc_str(s);
+                write_scalar(&mut s, r.get(src), ty);
+                r.set(dst, vmr.heap.alloc_str(s));
                 gc_point!();
             }
-            Op::Clock { dst } => set_flt!(dst, (*vm).start.elapsed().as_secs_f64()),
+            Op::Clock { dst } => r.set_flt(dst, (*vm).start.elapsed().as_secs_f64()),
             Op::Args { dst } => {
                 let vmr = &mut *vm;
                 let elems = vmr.args.clone();
-                reg!(dst) = vmr.heap.alloc_array(true, elems);
+                r.set(dst, vmr.heap.alloc_array(true, elems));
                 gc_point!();
             }
-            Op::ParseInt { dst, src } => match builtins::parse_int(str_ref(reg!(src))) {
-                Ok(v) => set_int!(dst, v),
+            Op::ParseInt { dst, src } => match builtins::parse_int(str_ref(r.get(src))) {
+                Ok(v) => r.set_int(dst, v),
                 Err(e) => raise!(pc, e),
             },
-            Op::ParseFloat { dst, src } => match builtins::parse_float(str_ref(reg!(src))) {
-                Ok(v) => set_flt!(dst, v),
+            Op::ParseFloat { dst, src } => match builtins::parse_float(str_ref(r.get(src))) {
+                Ok(v) => r.set_flt(dst, v),
                 Err(e) => raise!(pc, e),
             },
             _ => {}

@@ -20,7 +20,7 @@ impl FnCompiler<'_> {
         match &cond.kind {
             ExprKind::Bool(b) => {
                 if *b == when {
-                    jumps.push(self.emit(Op::Jmp { target: 0 }, span));
+                    jumps.push(self.emit(Op::Jmp { target: UNPATCHED }, span));
                 }
                 return Ok(());
             }
@@ -63,10 +63,26 @@ impl FnCompiler<'_> {
                     };
                     let strict = matches!(op, BinOp::Lt | BinOp::Gt);
                     let op = match (strict, when) {
-                        (true, false) => Op::JmpIfNotLtF { a, b, target: 0 },
-                        (false, false) => Op::JmpIfNotLeF { a, b, target: 0 },
-                        (true, true) => Op::JmpIfLtF { a, b, target: 0 },
-                        (false, true) => Op::JmpIfLeF { a, b, target: 0 },
+                        (true, false) => Op::JmpIfNotLtF {
+                            a,
+                            b,
+                            target: UNPATCHED,
+                        },
+                        (false, false) => Op::JmpIfNotLeF {
+                            a,
+                            b,
+                            target: UNPATCHED,
+                        },
+                        (true, true) => Op::JmpIfLtF {
+                            a,
+                            b,
+                            target: UNPATCHED,
+                        },
+                        (false, true) => Op::JmpIfLeF {
+                            a,
+                            b,
+                            target: UNPATCHED,
+                        },
                     };
                     jumps.push(self.emit(op, span));
                     return Ok(());
@@ -77,9 +93,15 @@ impl FnCompiler<'_> {
         let r = self.expr(cond, None)?;
         self.release(r);
         let op = if when {
-            Op::JmpIf { a: r, target: 0 }
+            Op::JmpIf {
+                a: r,
+                target: UNPATCHED,
+            }
         } else {
-            Op::JmpIfNot { a: r, target: 0 }
+            Op::JmpIfNot {
+                a: r,
+                target: UNPATCHED,
+            }
         };
         jumps.push(self.emit(op, span));
         Ok(())
@@ -117,12 +139,36 @@ impl FnCompiler<'_> {
         if let Some(imm) = int_literal(rhs).and_then(|v| i16::try_from(v).ok()) {
             self.release(a);
             let op = match op {
-                Eq => Op::JmpIfNotEqIImm { a, imm, target: 0 },
-                Ne => Op::JmpIfNotNeIImm { a, imm, target: 0 },
-                Lt => Op::JmpIfNotLtIImm { a, imm, target: 0 },
-                Le => Op::JmpIfNotLeIImm { a, imm, target: 0 },
-                Gt => Op::JmpIfNotGtIImm { a, imm, target: 0 },
-                _ => Op::JmpIfNotGeIImm { a, imm, target: 0 },
+                Eq => Op::JmpIfNotEqIImm {
+                    a,
+                    imm,
+                    target: UNPATCHED,
+                },
+                Ne => Op::JmpIfNotNeIImm {
+                    a,
+                    imm,
+                    target: UNPATCHED,
+                },
+                Lt => Op::JmpIfNotLtIImm {
+                    a,
+                    imm,
+                    target: UNPATCHED,
+                },
+                Le => Op::JmpIfNotLeIImm {
+                    a,
+                    imm,
+                    target: UNPATCHED,
+                },
+                Gt => Op::JmpIfNotGtIImm {
+                    a,
+                    imm,
+                    target: UNPATCHED,
+                },
+                _ => Op::JmpIfNotGeIImm {
+                    a,
+                    imm,
+                    target: UNPATCHED,
+                },
             };
             return Ok(Some(self.emit(op, span)));
         }
@@ -130,19 +176,35 @@ impl FnCompiler<'_> {
         self.release(a);
         self.release(b);
         let op = match op {
-            Eq => Op::JmpIfNotEqI { a, b, target: 0 },
-            Ne => Op::JmpIfNotNeI { a, b, target: 0 },
-            Lt => Op::JmpIfNotLtI { a, b, target: 0 },
-            Le => Op::JmpIfNotLeI { a, b, target: 0 },
+            Eq => Op::JmpIfNotEqI {
+                a,
+                b,
+                target: UNPATCHED,
+            },
+            Ne => Op::JmpIfNotNeI {
+                a,
+                b,
+                target: UNPATCHED,
+            },
+            Lt => Op::JmpIfNotLtI {
+                a,
+                b,
+                target: UNPATCHED,
+            },
+            Le => Op::JmpIfNotLeI {
+                a,
+                b,
+                target: UNPATCHED,
+            },
             Gt => Op::JmpIfNotLtI {
                 a: b,
                 b: a,
-                target: 0,
+                target: UNPATCHED,
             },
             _ => Op::JmpIfNotLeI {
                 a: b,
                 b: a,
-                target: 0,
+                target: UNPATCHED,
             },
         };
         Ok(Some(self.emit(op, span)))

@@ -141,7 +141,7 @@ impl FnCompiler<'_> {
                 let mut when_false = Vec::new();
                 self.jump_if_false(e, &mut when_false)?;
                 self.emit(Op::LoadInt { dst: t, imm: 1 }, span);
-                let to_end = self.emit(Op::Jmp { target: 0 }, span);
+                let to_end = self.emit(Op::Jmp { target: UNPATCHED }, span);
                 self.patch_here(&when_false);
                 self.emit(Op::LoadInt { dst: t, imm: 0 }, span);
                 self.patch_here(&[to_end]);

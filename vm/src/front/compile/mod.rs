@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 
-use crate::bytecode::{Const, Function, MAX_REGS, Module, Op, Reg};
+use crate::bytecode::{Const, Function, MAX_REGS, Module, Op, Reg, UNPATCHED};
 use crate::front::ast::{
     BinOp, Block, Builtin, Callee, Expr, ExprKind, FnDecl, LocalId, LogicOp, Program, Span, Stmt,
     StmtKind, Type, UnOp,
@@ -299,27 +299,10 @@ impl<'a> FnCompiler<'a> {
 
     /// Points the jump at `at` to `target`.
     fn patch(&mut self, at: usize, target: u32) {
-        match &mut self.code[at] {
-            Op::Jmp { target: t }
-            | Op::JmpIf { target: t, .. }
-            | Op::JmpIfNot { target: t, .. }
-            | Op::JmpIfNotLtI { target: t, .. }
-            | Op::JmpIfNotLeI { target: t, .. }
-            | Op::JmpIfNotEqI { target: t, .. }
-            | Op::JmpIfNotNeI { target: t, .. }
-            | Op::JmpIfNotLtIImm { target: t, .. }
-            | Op::JmpIfNotLeIImm { target: t, .. }
-            | Op::JmpIfNotGtIImm { target: t, .. }
-            | Op::JmpIfNotGeIImm { target: t, .. }
-            | Op::JmpIfNotEqIImm { target: t, .. }
-            | Op::JmpIfNotNeIImm { target: t, .. }
-            | Op::JmpIfNotLtF { target: t, .. }
-            | Op::JmpIfNotLeF { target: t, .. }
-            | Op::JmpIfLtF { target: t, .. }
-            | Op::JmpIfLeF { target: t, .. }
-            | Op::ForPrep { target: t, .. }
-            | Op::ForLoop { target: t, .. } => *t = target,
-            _ => {}
+        let op = &mut self.code[at];
+        debug_assert!(op.target_mut().is_some(), "patching {op:?}, not a jump");
+        if let Some(t) = op.target_mut() {
+            *t = target;
         }
     }
 

@@ -50,7 +50,7 @@ impl FnCompiler<'_> {
                 self.block(then_block)?;
                 match else_block {
                     Some(else_block) => {
-                        let to_end = self.emit(Op::Jmp { target: 0 }, span);
+                        let to_end = self.emit(Op::Jmp { target: UNPATCHED }, span);
                         self.patch_here(&to_else);
                         self.block(else_block)?;
                         self.patch_here(&[to_end]);
@@ -87,7 +87,7 @@ impl FnCompiler<'_> {
                 ..
             } => self.for_loop(start, end, body, *local, *var_span, span)?,
             StmtKind::Break => {
-                let j = self.emit(Op::Jmp { target: 0 }, span);
+                let j = self.emit(Op::Jmp { target: UNPATCHED }, span);
                 if let Some(ctx) = self.loops.last_mut() {
                     ctx.breaks.push(j);
                 }
@@ -102,7 +102,7 @@ impl FnCompiler<'_> {
                     );
                 }
                 None => {
-                    let j = self.emit(Op::Jmp { target: 0 }, span);
+                    let j = self.emit(Op::Jmp { target: UNPATCHED }, span);
                     if let Some(ctx) = self.loops.last_mut() {
                         ctx.continues.push(j);
                     }
@@ -153,7 +153,7 @@ impl FnCompiler<'_> {
             Op::ForPrep {
                 counter,
                 end: end_reg,
-                target: 0,
+                target: UNPATCHED,
             },
             span,
         );
