@@ -256,16 +256,20 @@ fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
             );
             in_mix += usize::from(stack.len() == 3);
         }
-        // `mix` takes about half of the samples in every tier: its body is
-        // a chain of dependent multiplications, so the CPU really spends
+        // `mix` takes a real share of the samples in every tier: its body
+        // is a chain of dependent multiplications, so the CPU really spends
         // time between the frame record's push and pop. (With a body of a
         // few cheap instructions, stalls on the record's stores put nearly
         // every sample just outside the frame, and the share depended on
-        // code layout: 0-3% after an unrelated change to the loop.) The
-        // bound asks for a tenth: what matters is that the inlined frame is
-        // there at all, and an absent frame gives 0.
+        // code layout: 0-3% after an unrelated change to the loop.)
+        // Measured on 2026-11-26, same binary: about 60% interpreted,
+        // 25-32% in the default tier, but 9-20% with `--jit-threshold 50`
+        // (the OSR variant's loop), before and after that day's change
+        // alike; a bound of a tenth failed there once in two full runs.
+        // The bound asks for a twentieth: what matters is that the inlined
+        // frame is there at all, and an absent frame gives 0.
         assert!(
-            in_mix * 10 >= profile.samples.len(),
+            in_mix * 20 >= profile.samples.len(),
             "{tier:?}: mix on {in_mix} of {} samples",
             profile.samples.len()
         );
