@@ -95,9 +95,8 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> S
         for &(line, total, own) in rows.iter().take(MAX_LINES) {
             let code = match (line, text.as_ref()) {
                 (0, _) => "(line unknown)".to_owned(),
-                (_, Some(text)) => {
-                    (text.get(line as usize - 1)).map_or(String::new(), |l| shorten(l.trim(), MAX_TEXT))
-                }
+                (_, Some(text)) => (text.get(line as usize - 1))
+                    .map_or(String::new(), |l| shorten(l.trim(), MAX_TEXT)),
                 (_, None) => String::new(),
             };
             let _ = writeln!(
