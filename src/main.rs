@@ -91,7 +91,15 @@ struct RunArgs {
     #[arg(long)]
     gdb: bool,
 
-    /// Print each JIT compilation's time to stderr.
+    /// Most bytes of executable memory the JIT may hold at once (K, M or
+    /// G suffixes; default 256M): when new code would not fit, the coldest
+    /// compiled functions that are not running are evicted (they run
+    /// interpreted and may be compiled again).
+    #[arg(long, value_name = "SIZE", value_parser = jit::parse_size, conflicts_with = "no_jit")]
+    jit_code_limit: Option<usize>,
+
+    /// Print each JIT compilation's time, and the code cache's evictions and
+    /// recompiles, to stderr.
     #[arg(long)]
     jit_stats: bool,
 
@@ -248,6 +256,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         }),
         gdb: run.gdb,
         stats: run.jit_stats,
+        code_limit: run.jit_code_limit,
     };
     // Pure interpretation needs no hook at all: calls take the fastest path.
     let wanted = jit_options.threshold.is_some() || run.perf || run.perf_jitdump || run.gdb;

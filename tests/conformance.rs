@@ -26,6 +26,9 @@ use common::{ToyRun, repo_root, toyvm_in};
 /// through OSR: compiled on the interpreter's thread, on the background
 /// thread, and on a background thread made slow ([`SLOW_COMPILER`]), so
 /// that code arrives while the interpreter has run on.
+/// A code limit of three pages (`--jit-code-limit 12K`) holds two or three
+/// units of compiled code, so larger programs evict code and compile it
+/// again (`tests/code_cache.rs` checks that they do).
 /// `--gc-stress` collects at every allocation and poisons freed objects,
 /// so a missing GC root (in the interpreter or in compiled code) shows up
 /// as a mismatch here.
@@ -38,6 +41,14 @@ const TIERS: &[&[&str]] = &[
     &["--jit-threshold", "2", "--jit-background", SLOW_COMPILER],
     &["--no-jit", "--gc-stress"],
     &["--jit-threshold", "0", "--gc-stress"],
+    &["--jit-threshold", "2", "--jit-code-limit", "12K"],
+    &[
+        "--jit-threshold",
+        "2",
+        "--jit-background",
+        "--jit-code-limit",
+        "12K",
+    ],
 ];
 
 /// Not a flag: the tier runs with `TOYVM_JIT_DELAY_US=300` (the compiler

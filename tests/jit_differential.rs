@@ -516,6 +516,12 @@ fn random_programs_agree_across_tiers() {
             (vec!["run", "--jit-threshold", "3"], None),
             (background.to_vec(), None),
             (background.to_vec(), Some(("TOYVM_JIT_DELAY_US", "200"))),
+            // A code limit of three pages: code is evicted and compiled
+            // again (tests/code_cache.rs checks that it is).
+            (
+                vec!["run", "--jit-threshold", "3", "--jit-code-limit", "12K"],
+                None,
+            ),
         ]
         .into_iter()
         .map(|(mut args, env)| {

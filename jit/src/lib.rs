@@ -30,7 +30,9 @@ mod translate;
 
 pub use codegen::perf_env::{PERF_BUILDID_DIR, forget_perf_buildid_dir};
 pub use compiler::background::{DELAY_ENV, THREAD_NAME};
-pub use options::{BACKTRACE_ENV, DEFAULT_THRESHOLD, JitOptions, NO_UNWIND_ENV};
+pub use options::{
+    BACKTRACE_ENV, DEFAULT_CODE_LIMIT, DEFAULT_THRESHOLD, JitOptions, NO_UNWIND_ENV, parse_size,
+};
 
 use vm::abi::TierUp;
 

@@ -16,6 +16,40 @@ use std::path::PathBuf;
 pub const DEFAULT_THRESHOLD: u32 = 1000;
 // ANCHOR_END: default_threshold
 
+// ANCHOR: default_code_limit
+/// Default `--jit-code-limit`: the most bytes of executable memory one VM's
+/// JIT holds at once. Far above what any program of the benchmarks holds
+/// (the largest, 20,000 functions compiled eagerly, holds about 60 MB), so
+/// by default nothing is evicted; a host running many VMs, or a program
+/// that compiles without end, sets its own.
+pub const DEFAULT_CODE_LIMIT: usize = 256 << 20;
+// ANCHOR_END: default_code_limit
+
+/// Parses a size for `--jit-code-limit`: bytes, or with a suffix K, M or G
+/// (powers of 1024).
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size (bytes, or a number with K, M or G)"))?;
+    n.checked_mul(1usize << shift)
+        .ok_or_else(|| format!("'{text}' is too large"))
+}
+
+/// Test-only: `TOYVM_NO_QUARANTINE=1` gives freed code memory to new code
+/// even while a perf map is written, to show what a stale name looks like
+/// (the negative control of `tests/code_cache.rs`, and the book).
+pub const NO_QUARANTINE_ENV: &str = "TOYVM_NO_QUARANTINE";
+
 /// Test-only: `TOYVM_JITDUMP_NO_UNWIND=1` leaves the unwinding records out
 /// of perf output (the negative control of `tests/perf_e2e.rs`).
 pub const NO_UNWIND_ENV: &str = "TOYVM_JITDUMP_NO_UNWIND";
@@ -48,4 +82,14 @@ pub struct JitOptions {
     pub gdb: bool,
     /// Report each compile's time on the VM's diagnostics (stderr).
     pub stats: bool,
+    /// Most bytes of executable memory held at once (`--jit-code-limit`);
+    /// `None`: [`DEFAULT_CODE_LIMIT`].
+    pub code_limit: Option<usize>,
+}
+
+impl JitOptions {
+    /// The code limit in force.
+    pub fn code_limit(&self) -> usize {
+        self.code_limit.unwrap_or(DEFAULT_CODE_LIMIT)
+    }
 }

@@ -104,6 +104,26 @@ pub trait ProfilerSink: Send + Sync {
     fn after_fork_child(&self) -> io::Result<()> {
         Ok(())
     }
+
+    /// Says that the code at `ranges` (start address, size in bytes) is
+    /// dead: it will not run again, and once this returns its addresses may
+    /// hold other code. Call it before the memory is reused.
+    ///
+    /// What a sink can do about it depends on what its reader knows (the
+    /// book's "When code dies" chapter): the GDB JIT interface unregisters
+    /// the code's symbols; a jitdump needs nothing (new code at the same
+    /// addresses is a new `JIT_CODE_LOAD`, and `perf inject` resolves by
+    /// time); a perf map cannot say it at all, which is why a VM writing
+    /// one must never give a freed range to code with another name. The
+    /// default does nothing.
+    ///
+    /// # Errors
+    ///
+    /// The sink's failure to withdraw the code.
+    fn retire(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        let _ = ranges;
+        Ok(())
+    }
 }
 
 /// Lets a VM keep a handle to a sink it also registers through
@@ -123,6 +143,10 @@ impl<T: ProfilerSink + ?Sized> ProfilerSink for std::sync::Arc<T> {
 
     fn after_fork_child(&self) -> io::Result<()> {
         (**self).after_fork_child()
+    }
+
+    fn retire(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        (**self).retire(ranges)
     }
 }
 // ANCHOR_END: profiler_sink
@@ -234,6 +258,16 @@ impl Profilers {
     #[must_use = "print the failures: a failed sink stops writing"]
     pub fn after_fork_child(&self) -> Vec<SinkFailure> {
         self.for_each_enabled(|sink| sink.after_fork_child())
+    }
+
+    /// Calls [`ProfilerSink::retire`] on every enabled sink (dead code, before
+    /// its memory is reused) and returns the failures.
+    #[must_use = "print the failures: a failed sink stops writing"]
+    pub fn retire(&self, ranges: &[(usize, usize)]) -> Vec<SinkFailure> {
+        if ranges.is_empty() {
+            return Vec::new();
+        }
+        self.for_each_enabled(|sink| sink.retire(ranges))
     }
 
     fn enabled(&self) -> impl Iterator<Item = &ActiveSink> {

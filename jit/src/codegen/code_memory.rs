@@ -1,9 +1,10 @@
-//! Executable memory for Cranelift: one anonymous `mmap` reservation, laid
-//! out for perf.
+//! Executable memory for Cranelift, one chunk per batch, laid out for perf
+//! and freed chunk by chunk.
 //!
 //! Cranelift 0.135's `SystemMemoryProvider` maps a fresh region per
-//! allocation and its `ArenaMemoryProvider` packs functions back to back.
-//! perf wants two things neither gives:
+//! allocation and its `ArenaMemoryProvider` packs functions back to back
+//! and frees only everything at once. toyvm wants three things neither
+//! gives:
 //!
 //! * **Room after every function** for the unwind table `perf inject`
 //!   maps right behind the code (`[start, start + ALIGN8(size) +
@@ -12,21 +13,26 @@
 //! * **No merging of executable mappings**: making a new batch executable
 //!   next to an older one would merge the two VMAs, and perf would then see
 //!   one big anonymous mapping that hides the older code's jitdump objects.
-//!   Every finalized batch is therefore followed by one `PROT_NONE` guard
-//!   page that stays untouched.
+//!   Every chunk is followed by a `PROT_NONE` guard page ([`arena`]).
+//! * **Freeing one batch**: the pipeline sizes a whole batch before any of
+//!   it is placed ([`CodeChunks::open`]), so each batch gets a chunk of its
+//!   own from the process-wide [`arena`], and a chunk whose code is all
+//!   dead goes back on its own ([`CodeChunks::free`]).
 //!
-//! The memory is returned only by `free_memory` (`JITModule::free_memory`),
-//! which unmaps the whole reservation: the pipeline calls it when the JIT
-//! is dropped, after withdrawing everything that points into the code
-//! (`pipeline::CodeGen`'s drop). A provider dropped without it keeps its
-//! memory mapped.
+//! The provider Cranelift holds ([`CodeMemory`]) and the pipeline share the
+//! chunk list ([`CodeChunks`]). `free_memory` (`JITModule::free_memory`,
+//! when the JIT is dropped) gives every chunk still held back.
 //! Non-executable allocations (Cranelift asks for them only for data
-//! objects, which this JIT does not define) come from the same reservation.
+//! objects, which this JIT does not define) are refused.
 
 use std::io;
+use std::sync::Arc;
 
 use cranelift_jit::{BranchProtection, JITMemoryKind, JITMemoryProvider};
 use cranelift_module::{ModuleError, ModuleResult};
+use parking_lot::Mutex;
+
+use super::arena::{self, Chunk};
 
 /// Spare bytes after each executable allocation: more than the perf unwind
 /// payload of any function Cranelift emits (CIE 24 + FDE < 100 + header 20).
@@ -41,135 +47,156 @@ pub fn room_from_start(code_size: usize) -> usize {
     code_size + UNWIND_TAIL
 }
 
-/// Virtual address space reserved for code (nothing is committed until used).
-const RESERVATION: usize = 1 << 30;
-
-/// A bump allocator over one `PROT_NONE` reservation (see the module docs).
-pub struct CodeMemory {
-    start: *mut u8,
-    size: usize,
-    page: usize,
-    /// Next free byte.
-    next: usize,
-    /// Start of the batch not finalized yet (page aligned).
-    batch_start: usize,
-    /// End of the pages already made writable in this batch.
-    writable_end: usize,
+/// Bytes a chunk needs for functions of these (size, alignment) pairs,
+/// placed in order.
+pub fn chunk_bytes(functions: impl IntoIterator<Item = (usize, usize)>) -> usize {
+    let mut next = 0usize;
+    for (size, align) in functions {
+        let align = align.max(16);
+        next = next.div_ceil(align) * align + size + UNWIND_TAIL;
+    }
+    next
 }
 
-// SAFETY: the provider owns its reservation exclusively; the raw pointer is
-// only an address, used by whichever thread owns the JIT module.
-unsafe impl Send for CodeMemory {}
+/// Identifies a chunk of one [`CodeChunks`].
+pub type ChunkId = u64;
 
-impl CodeMemory {
-    /// Reserves the address space.
+/// The chunks one JIT holds, shared by its [`CodeMemory`] (which places
+/// code in the open one) and the pipeline (which opens and frees them).
+#[derive(Default)]
+pub struct CodeChunks {
+    /// Chunks holding finalized code, by id.
+    held: Vec<(ChunkId, Chunk)>,
+    /// The chunk of the batch being placed: its id, where it is, the next
+    /// free byte.
+    open: Option<(ChunkId, Chunk, usize)>,
+    next_id: ChunkId,
+    /// Bytes of `held` and `open`.
+    bytes: usize,
+}
+
+impl CodeChunks {
+    /// Bytes of executable memory held (whole pages, guard pages not
+    /// counted).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Opens a writable chunk of at least `bytes` for the next batch.
     ///
     /// # Errors
-    /// The `mmap` error.
-    pub fn new() -> io::Result<CodeMemory> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        // SAFETY: an anonymous private mapping at an address of the
-        // kernel's choosing touches no existing memory.
-        let start = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                RESERVATION,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if start == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+    /// The arena's, or `mprotect`'s.
+    pub fn open(&mut self, bytes: usize) -> io::Result<ChunkId> {
+        debug_assert!(self.open.is_none(), "one batch at a time");
+        let chunk = arena::take(bytes)?;
+        if let Err(e) = protect(chunk, libc::PROT_READ | libc::PROT_WRITE) {
+            // SAFETY: nothing was placed in it.
+            unsafe { arena::give_back(chunk) };
+            return Err(e);
         }
-        Ok(CodeMemory {
-            start: start.cast(),
-            size: RESERVATION,
-            page,
-            next: 0,
-            batch_start: 0,
-            writable_end: 0,
-        })
+        let id = self.next_id;
+        self.next_id += 1;
+        self.bytes += chunk.len;
+        self.open = Some((id, chunk, 0));
+        Ok(id)
     }
 
-    fn protect(&self, from: usize, to: usize, prot: libc::c_int) -> io::Result<()> {
-        if from == to {
+    /// Frees chunk `id`.
+    ///
+    /// # Safety
+    /// No code in it runs or is called again, and nothing describes it any
+    /// more (see [`arena::give_back`]).
+    pub unsafe fn free(&mut self, id: ChunkId) {
+        if let Some(i) = self.held.iter().position(|&(c, _)| c == id) {
+            let (_, chunk) = self.held.swap_remove(i);
+            self.bytes -= chunk.len;
+            // SAFETY: the caller's contract.
+            unsafe { arena::give_back(chunk) };
+        }
+    }
+
+    /// Drops the open chunk (its batch was not placed whole).
+    pub fn abandon(&mut self) {
+        if let Some((_, chunk, _)) = self.open.take() {
+            self.bytes -= chunk.len;
+            // SAFETY: its code was never made executable.
+            unsafe { arena::give_back(chunk) };
+        }
+    }
+
+    fn allocate(&mut self, size: usize, align: usize) -> io::Result<*mut u8> {
+        let full = || io::Error::new(io::ErrorKind::OutOfMemory, "the batch's chunk is full");
+        let (_, chunk, next) = self.open.as_mut().ok_or_else(full)?;
+        let align = align.max(16);
+        let at = next.div_ceil(align) * align;
+        let end = (at.checked_add(size))
+            .and_then(|e| e.checked_add(UNWIND_TAIL))
+            .filter(|&e| e <= chunk.len)
+            .ok_or_else(full)?;
+        *next = end;
+        Ok((chunk.start + at) as *mut u8)
+    }
+
+    fn finalize(&mut self) -> io::Result<()> {
+        let Some((id, chunk, _)) = self.open.take() else {
             return Ok(());
-        }
-        // SAFETY: `[from, to)` is page aligned and inside our reservation,
-        // which no one else uses.
-        let rc = unsafe { libc::mprotect(self.start.add(from).cast(), to - from, prot) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        };
+        // x86-64 keeps instruction caches coherent: mprotect is enough.
+        let made = protect(chunk, libc::PROT_READ | libc::PROT_EXEC);
+        self.held.push((id, chunk));
+        made
     }
 
-    fn align_page(&self, n: usize) -> usize {
-        n.div_ceil(self.page) * self.page
+    fn free_all(&mut self) {
+        self.abandon();
+        for (_, chunk) in self.held.drain(..) {
+            // SAFETY: `free_memory`'s contract: no code of this JIT runs again.
+            unsafe { arena::give_back(chunk) };
+        }
+        self.bytes = 0;
+    }
+}
+
+fn protect(chunk: Chunk, prot: libc::c_int) -> io::Result<()> {
+    // SAFETY: the chunk is page aligned, inside the arena and ours alone.
+    let rc = unsafe { libc::mprotect(chunk.start as *mut libc::c_void, chunk.len, prot) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The provider Cranelift's module allocates from: places code in the open
+/// chunk of the shared [`CodeChunks`].
+pub struct CodeMemory {
+    chunks: Arc<Mutex<CodeChunks>>,
+}
+
+impl CodeMemory {
+    /// A provider placing code in `chunks`.
+    pub fn new(chunks: Arc<Mutex<CodeChunks>>) -> CodeMemory {
+        CodeMemory { chunks }
     }
 }
 
 impl JITMemoryProvider for CodeMemory {
     fn allocate(&mut self, size: usize, align: u64, kind: JITMemoryKind) -> io::Result<*mut u8> {
-        let tail = match kind {
-            JITMemoryKind::Executable => UNWIND_TAIL,
-            JITMemoryKind::Writable | JITMemoryKind::ReadOnly => 0,
-        };
-        let align = (align as usize).max(16);
-        let at = self.next.div_ceil(align) * align;
-        let end = at
-            .checked_add(size)
-            .and_then(|e| e.checked_add(tail))
-            .filter(|&e| e <= self.size)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "JIT code memory is full"))?;
-        let new_writable = self.align_page(end);
-        if new_writable > self.writable_end {
-            let from = self.writable_end.max(self.batch_start);
-            self.protect(from, new_writable, libc::PROT_READ | libc::PROT_WRITE)?;
-            self.writable_end = new_writable;
+        match kind {
+            JITMemoryKind::Executable => self.chunks.lock().allocate(size, align as usize),
+            JITMemoryKind::Writable | JITMemoryKind::ReadOnly => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the JIT defines no data objects",
+            )),
         }
-        self.next = end;
-        // SAFETY: `at < size` of the reservation.
-        Ok(unsafe { self.start.add(at) })
     }
 
     unsafe fn free_memory(&mut self) {
-        if self.size == 0 {
-            return;
-        }
-        // SAFETY: `[start, start + size)` is our reservation, mapped by
-        // `new`; the caller guarantees that no code in it runs or is called
-        // again (the trait's contract). Unmapping cannot fail for a whole
-        // mapping we own, and if it did, the memory would only stay mapped.
-        unsafe { libc::munmap(self.start.cast(), self.size) };
-        // Nothing is left to allocate from.
-        self.size = 0;
-        self.next = 0;
-        self.batch_start = 0;
-        self.writable_end = 0;
+        self.chunks.lock().free_all();
     }
 
     // ANCHOR: finalize
     fn finalize(&mut self, _branch_protection: BranchProtection) -> ModuleResult<()> {
-        if self.writable_end == self.batch_start {
-            return Ok(());
-        }
-        // x86-64 keeps instruction caches coherent: mprotect is enough.
-        self.protect(
-            self.batch_start,
-            self.writable_end,
-            libc::PROT_READ | libc::PROT_EXEC,
-        )
-        .map_err(|e| ModuleError::Backend(e.into()))?;
-        // Skip one guard page so the next batch's mapping never merges
-        // with this one.
-        self.batch_start = self.writable_end + self.page;
-        self.writable_end = self.batch_start;
-        self.next = self.batch_start;
-        Ok(())
+        (self.chunks.lock().finalize()).map_err(|e| ModuleError::Backend(e.into()))
     }
     // ANCHOR_END: finalize
 }

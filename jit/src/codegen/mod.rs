@@ -8,12 +8,15 @@
 //! * [`line_table`]: bytecode positions in the IR, and the line table of a
 //!   finished region.
 //! * [`listing`]: a finished region's IR and bytes (`disasm --jit`).
+//! * [`arena`]: the process-wide reservation code chunks come from, and
+//!   the perf map's quarantine.
 //! * [`code_memory`], [`system_unwind`], [`perf_env`]: the memory, the
 //!   `__register_frame` registrations, and cranelift-jit's own perf map.
 //!
 //! This component does not translate: it takes the IR a builder writes
 //! ([`pipeline::CodeGen::define`]) and knows nothing of the policy.
 
+pub mod arena;
 pub mod code_memory;
 pub mod line_table;
 pub mod listing;

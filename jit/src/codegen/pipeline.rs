@@ -19,31 +19,50 @@
 //! it: a failed definition leaves nothing behind, so nothing downstream
 //! (the `disasm --jit` listings included) can pair with the wrong region.
 //!
-//! Dropping the [`CodeGen`] returns the code memory: the unwind info goes
-//! first, then the reservation is unmapped, so a process that runs many
-//! VMs in turn keeps a bounded number of mappings. What else points into
+//! Each batch is compiled whole before any of it is placed, so its size is
+//! known first: it gets a chunk of code memory of its own
+//! ([`code_memory`]), or, when that would take the JIT over its code limit
+//! ([`CodeGen::set_limit`]), nothing of it is placed and the caller hears
+//! [`FinishError::NoRoom`] (to evict code and try again).
+//!
+//! **Code that dies** ([`CodeGen::release`]): once every region of a chunk
+//! is dead, the chunk's unwind info is withdrawn from the system unwinder,
+//! its vmprof line tables are retracted, the profiler sinks are told
+//! (`Profilers::retire`: the GDB JIT objects lose its symbols), and only
+//! then does the memory go back to the arena, which may hand the addresses
+//! to other code (or, under a perf map, keeps them in quarantine).
+//!
+//! Dropping the [`CodeGen`] returns all of its code memory the same way,
+//! so a process that runs many VMs in turn keeps a bounded number of
+//! mappings. What else points into
 //! the code is gone by then: the VM's entry table is restored when the run
 //! ends (`vm::interp::run_main`) and the owner
 //! (`compiler::Compiler`, whose field order says so) drops the profiler
 //! sinks (the GDB JIT objects) first.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::UserFuncName;
 use cranelift_codegen::isa::unwind::UnwindInfo as ClifUnwind;
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Linkage, Module};
+use cranelift_module::{FuncId, Module, ModuleReloc};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
+use parking_lot::Mutex;
 use perfsupport::vmprof::CodeLineRow;
 use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
 use std::mem::ManuallyDrop;
 use vm::abi::{EntryFn, OsrFn};
 use vm::bytecode::Module as Bytecode;
 
+use super::code_memory::{self, ChunkId, CodeChunks};
 use super::listing::Listing;
-use super::{code_memory, line_table, perf_env, system_unwind};
+use super::{line_table, perf_env, system_unwind};
 use crate::abi::Imports;
 use crate::abi::layout::ArrayLayout;
 use crate::codegen::names::region_name;
@@ -54,8 +73,12 @@ use crate::codegen::role::Role;
 pub struct CodeGen {
     /// Taken (and its memory freed) only by `drop`.
     module: ManuallyDrop<JITModule>,
-    /// The `.eh_frame` sections registered for the code in `module`.
-    unwind: system_unwind::Registrations,
+    /// The chunks of code memory `module` places code in.
+    chunks: Arc<Mutex<CodeChunks>>,
+    /// The chunks with live code, and what describes them.
+    live: HashMap<ChunkId, LiveChunk>,
+    /// Most bytes of code memory held at once (`--jit-code-limit`).
+    limit: usize,
     ctx: Context,
     fctx: FunctionBuilderContext,
     isa: OwnedTargetIsa,
@@ -65,10 +88,6 @@ pub struct CodeGen {
     /// Where compiled code finds an array's fields.
     pub array: ArrayLayout,
     batch: Vec<Defined>,
-    /// Where each region with a published vmprof line table starts (as
-    /// addresses: the `CodeGen` moves to the compiler thread): the tables
-    /// are retracted before the code memory is freed.
-    vmprof_lines_published: Vec<usize>,
     /// Keep each region's IR text for its [`Listing`] (`disasm --jit`).
     keep_ir: bool,
     /// Test-only: the region whose compile fails (after its IR is built).
@@ -76,13 +95,77 @@ pub struct CodeGen {
     pub fail_region: Option<String>,
 }
 
-/// A region defined in the current batch.
+/// A chunk holding live code: how many of its regions are alive, and what
+/// must be withdrawn before its memory is freed.
+struct LiveChunk {
+    regions: usize,
+    /// Start and size of each region (for the sinks' `retire`).
+    ranges: Vec<(usize, usize)>,
+    /// Its `.eh_frame`, registered with the system unwinder.
+    unwind: system_unwind::Registrations,
+    /// Where each region with a published vmprof line table starts (as
+    /// addresses: the `CodeGen` moves to the compiler thread).
+    vmprof_lines: Vec<usize>,
+}
+
+impl LiveChunk {
+    /// Withdraws what describes the chunk: the unwinder's entries and the
+    /// vmprof line tables, which nothing may find once the addresses hold
+    /// other code.
+    fn withdraw(self) {
+        drop(self.unwind);
+        perfsupport::vmprof::retract_many_code_lines(
+            (self.vmprof_lines.iter()).map(|&start| start as *const u8),
+        );
+    }
+}
+
+/// Why a batch was not finished.
+#[derive(Debug)]
+pub enum FinishError {
+    /// The batch needs `needed` bytes of code memory and the JIT holds
+    /// `held` of its `limit`: nothing of it was placed, and it is dropped.
+    NoRoom {
+        /// Bytes the batch needs.
+        needed: usize,
+        /// Bytes held now.
+        held: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Cranelift or the code memory failed (nothing of the batch is
+    /// published).
+    Failed(String),
+}
+
+impl std::fmt::Display for FinishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FinishError::NoRoom {
+                needed,
+                held,
+                limit,
+            } => write!(
+                f,
+                "no room for {needed} bytes of code ({held} of the {limit}-byte code limit held)"
+            ),
+            FinishError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+/// A region defined in the current batch: compiled, not placed yet.
 struct Defined {
     id: FuncId,
     name: String,
     func: u32,
     role: Role,
     size: usize,
+    /// The machine code, its alignment and relocations, placed by
+    /// [`CodeGen::finish`].
+    code: Vec<u8>,
+    align: u64,
+    relocs: Vec<ModuleReloc>,
     fde: Option<FrameDescriptionEntry>,
     /// (code offset, attribution) rows, sorted (see [`line_table`]).
     rows: Vec<(u32, line_table::Attribution)>,
@@ -102,6 +185,8 @@ pub struct Finished {
     pub entry: Option<EntryFn>,
     /// Its listing, when IR is kept.
     pub listing: Option<Listing>,
+    /// The chunk it lives in (see [`CodeGen::release`]).
+    pub chunk: ChunkId,
 }
 
 impl CodeGen {
@@ -120,12 +205,15 @@ impl CodeGen {
         for import in Imports::table() {
             builder.symbol(import.symbol, import.address);
         }
-        let memory = code_memory::CodeMemory::new().map_err(|e| format!("JIT code memory: {e}"))?;
+        let chunks = Arc::new(Mutex::new(CodeChunks::default()));
+        let memory = code_memory::CodeMemory::new(Arc::clone(&chunks));
         builder.memory_provider(Box::new(memory));
         let mut module = JITModule::new(builder);
         let imports = Imports::declare(&mut module, isa.default_call_conv())?;
         Ok(CodeGen {
-            unwind: system_unwind::Registrations::default(),
+            chunks,
+            live: HashMap::new(),
+            limit: usize::MAX,
             ctx: module.make_context(),
             fctx: FunctionBuilderContext::new(),
             cie: isa.create_systemv_cie(),
@@ -134,7 +222,6 @@ impl CodeGen {
             imports,
             array,
             batch: Vec::new(),
-            vmprof_lines_published: Vec::new(),
             keep_ir: false,
             #[cfg(test)]
             fail_region: None,
@@ -146,20 +233,37 @@ impl CodeGen {
         self.keep_ir = true;
     }
 
+    /// Holds at most `limit` bytes of code memory from now on (whole
+    /// pages, the room after each region included).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
+    /// The code limit ([`CodeGen::set_limit`]; `usize::MAX`: none).
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Bytes of code memory held now.
+    pub fn held(&self) -> usize {
+        self.chunks.lock().bytes()
+    }
+
     /// The host calling convention.
     pub fn call_conv(&self) -> CallConv {
         self.isa.default_call_conv()
     }
 
-    /// Declares the region of `func` with `role` (named by [`region_name`]).
+    /// Declares a region of `func` with `role`. Anonymous for Cranelift
+    /// (the sinks get the name, [`region_name`]), so a function compiled
+    /// again after its code died gets a new id.
     ///
     /// # Errors
     /// The module's message.
     pub fn declare(&mut self, module: &Bytecode, func: u32, role: Role) -> Result<FuncId, String> {
-        let name = region_name(module, func, role);
         let sig = role.signature(&module.functions[func as usize], self.call_conv());
         (self.module)
-            .declare_function(&name, Linkage::Local, &sig)
+            .declare_anonymous_function(&sig)
             .map_err(|e| e.to_string())
     }
 
@@ -215,11 +319,20 @@ impl CodeGen {
         if self.fail_region.as_deref() == Some(name.as_str()) {
             return Err(format!("{name}: injected failure"));
         }
-        (self.module)
-            .define_function(id, &mut self.ctx)
-            .map_err(|e| format!("{name}: {e:?}"))?;
+        // Compiled here, placed by `finish` once the whole batch's size is
+        // known (what `JITModule::define_function` does in one step).
+        (self.ctx)
+            .compile(&*self.isa, &mut ControlPlane::default())
+            .map_err(|e| format!("{name}: {:?}", e.inner))?;
         let compiled = self.ctx.compiled_code().ok_or("no compiled code")?;
         let size = compiled.code_buffer().len();
+        let code = compiled.code_buffer().to_vec();
+        let align = (compiled.buffer.alignment as u64)
+            .max(self.isa.function_alignment().minimum as u64)
+            .max(self.isa.symbol_alignment());
+        let relocs = (compiled.buffer.relocs().iter())
+            .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, id))
+            .collect();
         let fde = match compiled.create_unwind_info(&*self.isa) {
             Ok(Some(ClifUnwind::SystemV(info))) => {
                 Some(info.to_fde(perfsupport::unwind::REGION_START))
@@ -243,6 +356,9 @@ impl CodeGen {
             func,
             role,
             size,
+            code,
+            align,
+            relocs,
             fde,
             rows,
             ir,
@@ -274,37 +390,47 @@ impl CodeGen {
     }
 
     // ANCHOR: finish
-    /// Makes the batch final and publishes it (see the module docs), with
-    /// its line tables for vmprof if `vmprof_lines`; sink failures are
-    /// added to `warnings`, for the VM's diagnostics.
+    /// Places the batch in a chunk of its own, makes it final and publishes
+    /// it (see the module docs), with its line tables for vmprof if
+    /// `vmprof_lines`; sink failures are added to `warnings`, for the VM's
+    /// diagnostics.
     ///
     /// # Errors
-    /// Cranelift's message if the batch cannot be finalized (then nothing
-    /// of it is published).
+    /// [`FinishError::NoRoom`] if the batch would take the JIT over its
+    /// limit, [`FinishError::Failed`] with Cranelift's message if it cannot
+    /// be placed or finalized. Either way nothing of it is published and
+    /// the batch is dropped.
     pub fn finish(
         &mut self,
         module: &Bytecode,
         vmprof_lines: bool,
         profilers: &Profilers,
         warnings: &mut Vec<String>,
-    ) -> Result<Vec<Finished>, String> {
+    ) -> Result<Vec<Finished>, FinishError> {
         let batch = std::mem::take(&mut self.batch);
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        self.module
-            .finalize_definitions()
-            .map_err(|e| format!("{e:?}"))?;
+        let chunk = self.place(&batch)?;
         let lines: Vec<Vec<LineEntry<'_>>> = (batch.iter()).map(|d| line_rows(module, d)).collect();
         let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
             .map(|(d, rows)| region(&self.module, self.cie.as_ref(), d, rows))
             .collect();
+        let mut live = LiveChunk {
+            regions: regions.len(),
+            ranges: (regions.iter())
+                .map(|r| (r.code.as_ptr() as usize, r.code.len()))
+                .collect(),
+            unwind: system_unwind::Registrations::default(),
+            vmprof_lines: Vec::new(),
+        };
         if let Ok(eh_frame) = perfsupport::unwind::eh_frame_for_register_frame(&regions) {
             // SAFETY: perfsupport's builder writes CIE/FDE pairs with
             // absolute addresses of this batch's code, from the unwind
             // rows Cranelift computed for it, then the terminator; the
-            // code stays mapped until `Drop` has dropped `self.unwind`.
-            unsafe { self.unwind.register(eh_frame) };
+            // code stays mapped until the chunk's `LiveChunk::withdraw`
+            // has dropped the registrations.
+            unsafe { live.unwind.register(eh_frame) };
         }
         for failure in profilers.register(&regions) {
             warnings.push(format!("perfsupport: {failure}"));
@@ -312,8 +438,7 @@ impl CodeGen {
         if vmprof_lines {
             for (d, region) in batch.iter().zip(&regions) {
                 if publish_vmprof_lines(module, d, region.code) {
-                    self.vmprof_lines_published
-                        .push(region.code.as_ptr() as usize);
+                    live.vmprof_lines.push(region.code.as_ptr() as usize);
                 }
             }
         }
@@ -321,14 +446,91 @@ impl CodeGen {
             .map(|(d, r)| d.ir.as_ref().map(|ir| Listing::new(&d.name, d.func, ir, r)))
             .collect();
         drop(regions);
+        self.live.insert(chunk, live);
         Ok((batch.into_iter().zip(listings))
-            .map(|(d, listing)| self.install(d, listing))
+            .map(|(d, listing)| self.install(d, listing, chunk))
             .collect())
     }
     // ANCHOR_END: finish
 
+    /// Places `batch` in a new chunk and makes it executable.
+    fn place(&mut self, batch: &[Defined]) -> Result<ChunkId, FinishError> {
+        let needed = code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize)));
+        let page = super::arena::page_size();
+        let held = self.held();
+        if held + needed.div_ceil(page) * page > self.limit {
+            return Err(FinishError::NoRoom {
+                needed,
+                held,
+                limit: self.limit,
+            });
+        }
+        let chunk = (self.chunks.lock().open(needed))
+            .map_err(|e| FinishError::Failed(format!("JIT code memory: {e}")))?;
+        let mut placed = Ok(());
+        for d in batch {
+            placed = (self.module)
+                .define_function_bytes(d.id, d.align, &d.code, &d.relocs)
+                .map_err(|e| format!("{}: {e:?}", d.name));
+            if placed.is_err() {
+                break;
+            }
+        }
+        // Finalized even after a failure: the regions placed so far must
+        // not stay pending in the module (a later finalize would write
+        // their relocations into memory given to other code).
+        let finalized = self.module.finalize_definitions();
+        let failed = match (placed, finalized) {
+            (Ok(()), Ok(())) => return Ok(chunk),
+            (Err(e), _) => e,
+            (Ok(()), Err(e)) => format!("{e:?}"),
+        };
+        let mut chunks = self.chunks.lock();
+        chunks.abandon();
+        // SAFETY: nothing of the batch was handed out or described.
+        unsafe { chunks.free(chunk) };
+        Err(FinishError::Failed(failed))
+    }
+
+    /// Says that `regions` regions of `chunk` are dead: nothing runs in
+    /// them, nothing calls them any more and no entry table or cache holds
+    /// them. When all of a chunk's regions are dead it is withdrawn from
+    /// the unwinder, vmprof and `profilers` (in that order), then freed.
+    /// Returns the bytes freed; the sinks' failures are added to
+    /// `warnings`.
+    ///
+    /// # Safety
+    /// The regions are truly dead (as above), and each is released once.
+    pub unsafe fn release(
+        &mut self,
+        chunk: ChunkId,
+        regions: usize,
+        profilers: &Profilers,
+        warnings: &mut Vec<String>,
+    ) -> usize {
+        let Some(live) = self.live.get_mut(&chunk) else {
+            return 0;
+        };
+        live.regions = live.regions.saturating_sub(regions);
+        if live.regions > 0 {
+            return 0;
+        }
+        let live = self.live.remove(&chunk).expect("present");
+        let ranges: Vec<(usize, usize)> = live.ranges.clone();
+        live.withdraw();
+        for failure in profilers.retire(&ranges) {
+            warnings.push(format!("perfsupport: {failure}"));
+        }
+        let mut chunks = self.chunks.lock();
+        let before = chunks.bytes();
+        // SAFETY: every region of the chunk is dead (the caller's
+        // contract) and withdrawn from everything that described it.
+        unsafe { chunks.free(chunk) };
+        before - chunks.bytes()
+    }
+
     /// The entry points of `d` according to its role.
-    fn install(&self, d: Defined, listing: Option<Listing>) -> Finished {
+    fn install(&self, d: Defined, listing: Option<Listing>, chunk: ChunkId) -> Finished {
         let ptr = self.module.get_finalized_function(d.id);
         let (mut osr, mut entry) = (None, None);
         match d.role {
@@ -355,6 +557,7 @@ impl CodeGen {
             osr,
             entry,
             listing,
+            chunk,
         }
     }
 }
@@ -380,16 +583,14 @@ fn region<'a>(
 }
 
 impl Drop for CodeGen {
-    /// Withdraws the unwind info and the vmprof line tables, then unmaps
-    /// the code memory.
+    /// Withdraws every chunk's unwind info and vmprof line tables, then
+    /// frees the code memory.
     fn drop(&mut self) {
-        // First: an address of this code may be mapped again for other
-        // code, and neither the unwinder nor the sampler may find the old
-        // entries there.
-        drop(std::mem::take(&mut self.unwind));
-        perfsupport::vmprof::retract_many_code_lines(
-            (self.vmprof_lines_published.iter()).map(|&start| start as *const u8),
-        );
+        // First: an address of this code may be handed to other code, and
+        // neither the unwinder nor the sampler may find the old entries.
+        for (_, live) in self.live.drain() {
+            live.withdraw();
+        }
         // SAFETY: `module` is taken once, here, and not used after. Freeing
         // its memory: no compiled code runs or is called again, because
         // the code was only reachable through the VM's entry table (restored

@@ -59,7 +59,9 @@ pub const DELAY_ENV: &str = "TOYVM_JIT_DELAY_US";
 /// The interpreter's side of the compiler thread.
 pub struct Background {
     requests: Option<Sender<Request>>,
-    results: Receiver<Vec<Action>>,
+    /// What came of each request, and whether it was an eviction (which
+    /// [`Background::call`] waits for).
+    results: Receiver<(bool, Vec<Action>)>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Compiler>>,
 }
@@ -72,7 +74,7 @@ impl Background {
     /// The compiler back if the thread cannot be started.
     pub fn start(compiler: Compiler, program: Program) -> Result<Background, String> {
         let (requests, inbox) = mpsc::channel::<Request>();
-        let (outbox, results) = mpsc::channel::<Vec<Action>>();
+        let (outbox, results) = mpsc::channel::<(bool, Vec<Action>)>();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let delay = std::env::var(DELAY_ENV)
@@ -98,7 +100,8 @@ impl Background {
                         let _frame = frame.map(vmprof::vmprof_execute_code);
                         compiler.run(&program, &request, &mut out);
                     }
-                    if outbox.send(out).is_err() {
+                    let evicted = matches!(request, Request::Evict { .. });
+                    if outbox.send((evicted, out)).is_err() {
                         break;
                     }
                 }
@@ -123,8 +126,27 @@ impl Background {
     /// What the thread finished since the last call, without waiting.
     pub fn drain(&self) -> Vec<Action> {
         let mut all = Vec::new();
-        while let Ok(actions) = self.results.try_recv() {
+        while let Ok((_, actions)) = self.results.try_recv() {
             all.extend(actions);
+        }
+        all
+    }
+
+    /// Sends an eviction request and waits until it is done: everything
+    /// the thread finished before it, then its answer, in order (the
+    /// caller applies them all before it runs code again). Empty if the
+    /// thread is gone.
+    pub fn call(&self, request: Request) -> Vec<Action> {
+        debug_assert!(matches!(request, Request::Evict { .. }));
+        let mut all = Vec::new();
+        if !self.send(request) {
+            return all;
+        }
+        while let Ok((evicted, actions)) = self.results.recv() {
+            all.extend(actions);
+            if evicted {
+                break;
+            }
         }
         all
     }

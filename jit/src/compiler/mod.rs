@@ -10,6 +10,8 @@
 //! when it runs on the interpreter's thread, an owned copy ([`Program`])
 //! on the compiler thread.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use cranelift_module::{FuncId, Module as _};
@@ -19,15 +21,17 @@ use vm::abi::{EntryFn, OsrFn};
 use crate::abi;
 use crate::codegen::listing::Listing;
 use crate::codegen::names::region_name;
-use crate::codegen::pipeline::{CodeGen, Finished};
+use crate::codegen::pipeline::{CodeGen, FinishError, Finished};
 use crate::codegen::role::Role;
 use crate::options::JitOptions;
 use crate::translate::{self, Env, limits};
 
 pub mod background;
+pub mod cache;
 mod profilers;
 mod source;
 
+use cache::{CodeCache, Kind};
 pub use source::{Program, Source};
 
 /// Where one function stands.
@@ -64,6 +68,16 @@ pub enum Request {
     /// The native functions of `callees`, then the OSR variant of `func`
     /// (one for all its loop headers).
     Osr { callees: Vec<u32>, func: u32 },
+    /// Evict code until `needed` bytes are free, never code of a function
+    /// with an activation (`active[f]`), and say what died
+    /// ([`Action::Evicted`], [`Action::OsrFreed`]). The interpreter's
+    /// thread waits for the answer and applies it before it runs code
+    /// again (see [`cache`]).
+    Evict { needed: usize, active: Vec<bool> },
+    /// Free the OSR variants of `funcs`, which the policy no longer holds
+    /// and no activation runs in (made obsolete by their whole-function
+    /// compile).
+    FreeOsr { funcs: Vec<u32> },
 }
 
 /// What came of a request, for the tiering policy to apply on the
@@ -79,6 +93,15 @@ pub enum Action {
     Osr(u32, Option<OsrFn>),
     /// A line for the VM's diagnostics (warnings, `--jit-stats`).
     Warn(String),
+    /// `request` was not compiled: its code needs `needed` bytes more than
+    /// the code limit leaves (its functions are back in the states they
+    /// had before it).
+    NoRoom { request: Request, needed: usize },
+    /// The body of `func` was evicted: its entry goes back to `entry` (its
+    /// trampoline) or to the interpreter.
+    Evicted { func: u32, entry: Option<EntryFn> },
+    /// The OSR variant of `func` was freed: drop it from the cache.
+    OsrFreed(u32),
 }
 
 // SAFETY: `EntryFn` and `OsrFn` are plain function pointers into code
@@ -91,6 +114,16 @@ unsafe impl Send for Action {}
 /// the module docs).
 pub struct Compiler {
     functions: Vec<FnState>,
+    /// Where each function's code lives and who calls it (eviction).
+    cache: CodeCache,
+    /// Each function's trampoline, once built (never freed: it is where
+    /// an evicted function's entry goes back to).
+    trampolines: Vec<Option<EntryFn>>,
+    /// The functions whose body each region of the current batch calls
+    /// directly, by function and unit.
+    batch_calls: Vec<(u32, Kind, Vec<u32>)>,
+    /// The current batch found no room: the bytes it needed.
+    no_room: Option<usize>,
     profilers: Profilers,
     /// `--jit-stats`: report each compile's time.
     stats: bool,
@@ -120,11 +153,16 @@ impl Compiler {
     /// cranelift-jit would write a perf map of its own
     /// ([`crate::PERF_BUILDID_DIR`]).
     pub fn new(options: &JitOptions) -> Result<(Compiler, Vec<String>), String> {
-        let codegen = CodeGen::new()?;
+        let mut codegen = CodeGen::new()?;
+        codegen.set_limit(options.code_limit());
         let (profilers, warnings) = profilers::open(options);
         let compiler = Compiler {
             codegen,
             functions: Vec::new(),
+            cache: CodeCache::default(),
+            trampolines: Vec::new(),
+            batch_calls: Vec::new(),
+            no_room: None,
             profilers,
             stats: options.stats,
             listings: None,
@@ -141,11 +179,31 @@ impl Compiler {
     /// Resizes the state table to `functions` functions, all interpreted.
     pub fn reset(&mut self, functions: usize) {
         self.functions = vec![FnState::Interpreted; functions];
+        self.cache = CodeCache::new(functions);
+        self.trampolines = vec![None; functions];
     }
 
     /// True if no profiler sink is active.
     pub fn no_profilers(&self) -> bool {
         self.profilers.is_empty()
+    }
+
+    /// True if code was evicted to make room.
+    pub fn evicted(&self) -> bool {
+        self.cache.stats.evictions > 0
+    }
+
+    /// The `--jit-stats` lines on the code cache.
+    pub fn cache_stats(&self) -> String {
+        let s = self.cache.stats;
+        let limit = match self.codegen.limit() {
+            usize::MAX => "no limit".to_string(),
+            l => format!("limit {l}"),
+        };
+        format!(
+            "jit-stats (code cache): at most {} bytes held ({limit}); {} evictions, {} recompiles, {} obsolete OSR variants freed, {} bytes freed",
+            s.peak_bytes, s.evictions, s.recompiles, s.obsolete_freed, s.freed_bytes
+        )
     }
 
     /// Completes the profiler outputs; their failures.
@@ -171,6 +229,7 @@ impl Compiler {
 
     /// Runs `request`, adding what came of it to `out`.
     pub fn run(&mut self, src: &dyn Source, request: &Request, out: &mut Vec<Action>) {
+        self.no_room = None;
         match request {
             Request::Compile { funcs, entered } => {
                 self.compile_functions(src, funcs, entered, out);
@@ -183,10 +242,74 @@ impl Compiler {
                 for &f in callees {
                     out.push(Action::State(f, self.state(f)));
                 }
-                self.compile_osr(src, *func, out);
+                if self.no_room.is_none() {
+                    self.compile_osr(src, *func, out);
+                }
                 out.push(Action::State(*func, self.state(*func)));
             }
+            Request::Evict { needed, active } => self.evict(*needed, active, out),
+            Request::FreeOsr { funcs } => {
+                for &f in funcs {
+                    self.free_unit(f, Kind::Osr, false, out);
+                }
+            }
         }
+        if let Some(needed) = self.no_room.take() {
+            out.push(Action::NoRoom {
+                request: request.clone(),
+                needed,
+            });
+        }
+    }
+
+    /// Evicts the coldest code no activation runs in until `needed` bytes
+    /// are free or nothing more may go (see [`cache`]).
+    fn evict(&mut self, needed: usize, active: &[bool], out: &mut Vec<Action>) {
+        let mut freed = 0;
+        let mut tried = HashSet::new();
+        while freed < needed {
+            let functions = &self.functions;
+            let obsolete = |f: u32| matches!(functions[f as usize], FnState::Entered(_));
+            let Some(victims) = self.cache.victims(active, obsolete, &mut tried) else {
+                break;
+            };
+            for (f, kind) in victims {
+                freed += self.free_unit(f, kind, true, out);
+            }
+        }
+    }
+
+    /// Frees the `kind` unit of `func` (see [`cache`] for when that is
+    /// allowed), `evicted` to make room or else obsolete, and tells the
+    /// policy; the bytes of code memory freed.
+    fn free_unit(&mut self, func: u32, kind: Kind, evicted: bool, out: &mut Vec<Action>) -> usize {
+        let chunks = self.cache.remove(func, kind, evicted);
+        let mut freed = 0;
+        let mut warnings = Vec::new();
+        for chunk in chunks {
+            // SAFETY: the unit is dead: no activation runs in it (the
+            // policy's active set, taken while its thread waits or runs
+            // this), no live compiled code calls it directly (its direct
+            // callers die with it, `CodeCache::victims`), and the policy
+            // resets the entries and the OSR cache it held (the actions
+            // below) before it runs code again.
+            freed += unsafe { (self.codegen).release(chunk, 1, &self.profilers, &mut warnings) };
+        }
+        out.extend(warnings.into_iter().map(Action::Warn));
+        self.cache.stats.freed_bytes += freed as u64;
+        match kind {
+            Kind::Body => {
+                if self.state(func).native().is_some() {
+                    self.set_state(func, FnState::Interpreted);
+                }
+                out.push(Action::Evicted {
+                    func,
+                    entry: self.trampolines[func as usize],
+                });
+            }
+            Kind::Osr => out.push(Action::OsrFreed(func)),
+        }
+        freed
     }
 
     /// Defines the native function of `func` (not final yet).
@@ -206,7 +329,15 @@ impl Compiler {
         id: FuncId,
     ) -> Result<(), String> {
         let functions = &self.functions;
-        let natives = |f: u32| functions[f as usize].native();
+        // Every callee the body calls directly (for eviction, `cache`).
+        let called = RefCell::new(Vec::new());
+        let natives = |f: u32| {
+            let native = functions[f as usize].native();
+            if native.is_some() {
+                called.borrow_mut().push(f);
+            }
+            native
+        };
         let call_conv = self.codegen.call_conv();
         let array = self.codegen.array;
         let module = src.module();
@@ -229,7 +360,14 @@ impl Compiler {
                     };
                     translate::translate(b, jit_module, &env, role);
                 })
-        }
+        }?;
+        let kind = if role == Role::Osr {
+            Kind::Osr
+        } else {
+            Kind::Body
+        };
+        (self.batch_calls).push((func, kind, called.into_inner()));
+        Ok(())
     }
 
     /// Defines the entry shim of `func`, whose native function exists.
@@ -293,15 +431,22 @@ impl Compiler {
                 )));
             }
         }
-        self.finish_batch(src, out);
+        if let Some(needed) = self.finish_batch(src, out) {
+            out.push(Action::Warn(format!(
+                "toyvm: warning: JIT: no room for the trampolines ({needed} bytes) under the code limit"
+            )));
+        }
     }
 
     /// Finishes the batch (see [`crate::codegen::pipeline`]): hands entries and OSR
-    /// variants on, keeps listings; a failure is reported and compiles
-    /// nothing.
-    fn finish_batch(&mut self, src: &dyn Source, out: &mut Vec<Action>) {
+    /// variants on, keeps listings, notes each unit in the cache; a failure
+    /// is reported and compiles nothing. `Some(bytes)` if the batch needs
+    /// that many bytes and the code limit has no room for it (nothing of it
+    /// is kept).
+    fn finish_batch(&mut self, src: &dyn Source, out: &mut Vec<Action>) -> Option<usize> {
+        let calls = std::mem::take(&mut self.batch_calls);
         if !self.codegen.has_batch() {
-            return;
+            return None;
         }
         let mut warnings = Vec::new();
         let finished = self.codegen.finish(
@@ -319,8 +464,23 @@ impl Compiler {
                     osr,
                     entry,
                     listing,
+                    chunk,
                 } in finished
                 {
+                    let kind = match role {
+                        Role::Trampoline => {
+                            self.trampolines[func as usize] = entry;
+                            None
+                        }
+                        Role::Osr => Some(Kind::Osr),
+                        Role::Native | Role::EntryShim => Some(Kind::Body),
+                    };
+                    if let Some(kind) = kind {
+                        let called = (calls.iter())
+                            .find(|&&(f, k, _)| f == func && k == kind)
+                            .map_or(&[][..], |(_, _, c)| c);
+                        self.cache.add(func, kind, chunk, called);
+                    }
                     if role == Role::Osr {
                         out.push(Action::Osr(func, osr));
                     }
@@ -332,8 +492,14 @@ impl Compiler {
                     }
                 }
             }
+            Err(FinishError::NoRoom { needed, .. }) => {
+                self.no_room = Some(needed);
+                return Some(needed);
+            }
             Err(e) => out.push(Action::Warn(format!("toyvm: warning: JIT: {e}"))),
         }
+        self.cache.held(self.codegen.held());
+        None
     }
 
     /// Compiles `funcs` (their native functions) and the entry shims of
@@ -348,6 +514,8 @@ impl Compiler {
         // (function, what, time): "" for a native function (with its shim
         // if built here too), " (entry shim)" for a shim alone.
         let mut done: Vec<(u32, &str, Duration)> = Vec::new();
+        // The states to go back to if the batch finds no room.
+        let before = self.functions.clone();
         for &f in funcs {
             if self.state(f) != FnState::Interpreted || self.over_budget(src, f, out) {
                 continue;
@@ -374,7 +542,10 @@ impl Compiler {
             }
         }
         let started = Instant::now();
-        self.finish_batch(src, out);
+        if self.finish_batch(src, out).is_some() {
+            self.functions = before;
+            return;
+        }
         let finish = started.elapsed();
         // Each function's time: its own IR building and code generation
         // (native and/or shim) plus its share of the batch's finalize/report.
@@ -423,7 +594,11 @@ impl Compiler {
             .and_then(|id| self.define_body(src, func, role, id));
         let before = out.len();
         match defined {
-            Ok(()) => self.finish_batch(src, out),
+            Ok(()) => {
+                if self.finish_batch(src, out).is_some() {
+                    return;
+                }
+            }
             Err(e) => {
                 let name = region_name(src.module(), func, role);
                 out.push(Action::Warn(format!(

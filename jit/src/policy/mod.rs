@@ -30,11 +30,21 @@
 //!   whatever the thread finished (entries into the entry table, OSR
 //!   variants into the cache). Compiled code thus starts at the next call
 //!   through the entry table or at the next ask at a back-edge.
+//! * **The code limit** (`--jit-code-limit`): a batch that does not fit
+//!   comes back as [`Action::NoRoom`]; the policy takes the functions with
+//!   an activation from the VM, has the compiler evict the coldest code
+//!   outside them (`compiler::cache`; on the compiler thread it waits for
+//!   the answer, so nothing runs in between), puts the evicted functions'
+//!   entries back to the interpreter, and asks for the batch again.
+//!   An evicted function is interpreted and tiers up again when hot.
+//! * **Obsolete OSR variants**: once a function with an OSR variant is
+//!   compiled whole, the variant is freed at the first ask at which no
+//!   activation of the function runs (none can enter it after that).
 
 pub(crate) mod callgraph;
 pub mod cost;
 
-use vm::abi::{CallDecision, Countdown, LoopDecision, OsrFn, TierUp, Vm};
+use vm::abi::{CallDecision, Countdown, EntryFn, LoopDecision, OsrFn, TierUp, Vm};
 
 use crate::compiler::background::Background;
 use crate::compiler::{Action, Compiler, FnState, Program, Request};
@@ -59,6 +69,12 @@ const WHOLE_AFTER_ASKS: u32 = 16;
 /// Events after which a function whose code is being compiled in the
 /// background is asked about again (each ask installs what is ready).
 pub const POLL: u32 = 256;
+
+/// Evictions in a row, each followed by a batch that still found no room,
+/// after which the policy stops evicting for that batch (its functions
+/// stay interpreted until they ask again): a batch larger than what can
+/// be freed must not evict everything over and over.
+const MAX_EVICTIONS_IN_A_ROW: u32 = 4;
 
 impl FnState {
     /// When the interpreter asks about a function in this state next
@@ -140,6 +156,12 @@ pub struct Jit {
     finished: bool,
     /// The compiler moves to its thread at the next request.
     go_background: bool,
+    /// A batch that found no room, waiting for an eviction.
+    no_room: Option<(Request, usize)>,
+    /// Evictions since a batch last found room.
+    evictions_in_a_row: u32,
+    /// Functions compiled whole whose OSR variant is still held.
+    obsolete_osr: Vec<u32>,
 }
 
 impl Jit {
@@ -157,6 +179,9 @@ impl Jit {
             startup_warnings,
             finished: false,
             go_background: false,
+            no_room: None,
+            evictions_in_a_row: 0,
+            obsolete_osr: Vec::new(),
             options,
         })
     }
@@ -223,6 +248,7 @@ impl Jit {
                 let mut out = Vec::new();
                 compiler.run(&*vm, &request, &mut out);
                 self.apply(vm, out);
+                self.make_room(vm);
             }
             Mode::Background(background) => {
                 let (named, osr): (Vec<u32>, _) = match &request {
@@ -232,6 +258,7 @@ impl Jit {
                     Request::Osr { callees, func } => {
                         (callees.iter().chain([func]).copied().collect(), Some(*func))
                     }
+                    Request::Evict { .. } | Request::FreeOsr { .. } => (Vec::new(), None),
                 };
                 if let Some(func) = osr {
                     self.functions[func as usize].pending_osr = true;
@@ -255,6 +282,13 @@ impl Jit {
                     let function = self.function(f);
                     function.state = state;
                     function.pending = false;
+                    if matches!(state, FnState::Entered(_)) && matches!(function.osr, Some(Some(_)))
+                    {
+                        self.obsolete_osr.push(f);
+                    }
+                    if state.native().is_some() {
+                        self.evictions_in_a_row = 0;
+                    }
                     vm.set_countdown(f, state.countdown(self.initial(f)));
                 }
                 // SAFETY: the compiler built `entry` for `f` with the entry
@@ -274,16 +308,98 @@ impl Jit {
                     }
                 }
                 Action::Warn(line) => warn(vm, format_args!("{line}")),
+                Action::NoRoom { request, needed } => {
+                    if let Request::Osr { func, .. } = request {
+                        self.function(func).pending_osr = false;
+                    }
+                    self.no_room = Some((request, needed));
+                }
+                Action::Evicted { func, entry } => {
+                    let function = self.function(func);
+                    function.state = FnState::Interpreted;
+                    function.osr = None;
+                    function.osr_asks = 0;
+                    let entry: EntryFn = entry.unwrap_or(vm::abi::interp_entry);
+                    // SAFETY: `entry` is the function's trampoline (built by
+                    // the compiler for it, never freed while the compiler
+                    // lives) or the interpreter's own entry.
+                    unsafe { vm.set_entry(func, entry) };
+                    vm.set_countdown(func, self.initial(func));
+                }
+                Action::OsrFreed(func) => {
+                    let function = self.function(func);
+                    function.osr = None;
+                    if function.state == FnState::Interpreted {
+                        function.osr_asks = 0;
+                    }
+                }
             }
         }
     }
 
-    /// Installs what the compiler thread finished since the last ask.
+    /// After a batch found no room: has the compiler evict code that no
+    /// activation runs in, applies that before anything runs again, and
+    /// asks for the batch again (see the module docs).
+    fn make_room(&mut self, vm: &mut Vm<'_>) {
+        let Some((request, needed)) = self.no_room.take() else {
+            return;
+        };
+        if self.evictions_in_a_row >= MAX_EVICTIONS_IN_A_ROW {
+            return;
+        }
+        self.evictions_in_a_row += 1;
+        let evict = Request::Evict {
+            needed,
+            active: vm.active_functions(),
+        };
+        let actions = match &mut self.mode {
+            Mode::Inline(Some(compiler)) => {
+                let mut out = Vec::new();
+                compiler.run(&*vm, &evict, &mut out);
+                out
+            }
+            Mode::Background(background) => background.call(evict),
+            Mode::Inline(None) | Mode::Stopped => return,
+        };
+        let freed =
+            (actions.iter()).any(|a| matches!(a, Action::Evicted { .. } | Action::OsrFreed(_)));
+        self.apply(vm, actions);
+        if freed {
+            self.run(vm, request);
+        }
+    }
+
+    /// Frees the OSR variants made obsolete by a whole-function compile
+    /// whose function has no activation now.
+    fn free_obsolete_osr(&mut self, vm: &mut Vm<'_>) {
+        if self.obsolete_osr.is_empty() {
+            return;
+        }
+        let active = vm.active_functions();
+        let (free, keep): (Vec<u32>, Vec<u32>) = (std::mem::take(&mut self.obsolete_osr)
+            .into_iter())
+        .partition(|&f| !active[f as usize] && matches!(self.state(f), FnState::Entered(_)));
+        self.obsolete_osr = keep;
+        self.obsolete_osr
+            .retain(|&f| matches!(self.functions[f as usize].osr, Some(Some(_))));
+        if free.is_empty() {
+            return;
+        }
+        for &f in &free {
+            self.function(f).osr = None;
+        }
+        self.run(vm, Request::FreeOsr { funcs: free });
+    }
+
+    /// Installs what the compiler thread finished since the last ask, and
+    /// frees what is obsolete.
     fn drain(&mut self, vm: &mut Vm<'_>) {
         if let Mode::Background(background) = &self.mode {
             let actions = background.drain();
             self.apply(vm, actions);
+            self.make_room(vm);
         }
+        self.free_obsolete_osr(vm);
     }
 
     /// The batch for a hot `func`: it and the callees it reaches that are
@@ -589,6 +705,11 @@ unsafe impl TierUp for Jit {
             Mode::Stopped => None,
         };
         if let Some(mut compiler) = compiler {
+            // With an explicit limit, or once something was evicted.
+            if self.options.stats && (self.options.code_limit.is_some() || compiler.evicted()) {
+                let line = compiler.cache_stats();
+                warn(vm, format_args!("{line}"));
+            }
             for failure in compiler.finish_profilers() {
                 warn(vm, format_args!("toyvm: warning: {failure}"));
             }

@@ -214,6 +214,57 @@ impl ProfilerSink for GdbJit {
         self.merge_newest(registry)
     }
 
+    /// Rebuilds every object that describes a retired region without it
+    /// (published before the old object goes, so the other symbols never
+    /// go missing), and unpublishes an object left with no region.
+    fn retire(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        let dead = |r: &RegionRecord| {
+            (ranges.iter()).any(|&(start, size)| {
+                r.start >= start as u64 && r.start < start as u64 + size.max(1) as u64
+            })
+        };
+        let mut guard = self.published.lock();
+        let Some(registry) = guard.as_mut() else {
+            return Ok(());
+        };
+        let objects = std::mem::take(&mut registry.objects);
+        let mut failed = Ok(());
+        for object in objects {
+            if failed.is_err() || !object.regions.iter().any(dead) {
+                registry.objects.push(object);
+                continue;
+            }
+            let kept: Vec<RegionRecord> = (object.regions.iter())
+                .filter(|r| !dead(r))
+                .cloned()
+                .collect();
+            for r in object.regions.iter().filter(|r| dead(r)) {
+                registry.starts.remove(&r.start);
+            }
+            if kept.is_empty() {
+                drop(object);
+                continue;
+            }
+            match self.build_merged(&kept, &[], registry) {
+                Ok(image) => {
+                    // Published before the old object goes.
+                    let entry = Published::publish(image);
+                    drop(object);
+                    registry.objects.push(Object {
+                        regions: kept,
+                        _entry: entry,
+                    });
+                }
+                Err(e) => {
+                    // The old object stays, stale names and all: say so.
+                    registry.objects.push(object);
+                    failed = Err(e);
+                }
+            }
+        }
+        failed
+    }
+
     fn finish(&self) -> io::Result<()> {
         // Dropping the entries unpublishes them, newest first.
         if let Some(mut registry) = self.published.lock().take() {

@@ -11,8 +11,9 @@ use crate::region::{CodeRegion, LineEntry, UnwindInfo};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 
 /// One region as the debugger object describes it, owned.
+#[derive(Clone)]
 pub(super) struct RegionRecord {
-    start: u64,
+    pub(super) start: u64,
     size: u64,
     name: String,
     cfi: Option<(CommonInformationEntry, FrameDescriptionEntry)>,

@@ -127,6 +127,23 @@ impl Vm<'_> {
         self.runs_since(func, start) > 0
     }
 
+    /// For each function, true if it has an activation now: a frame on the
+    /// VM's stack, interpreted or compiled, an OSR frame or a frame a
+    /// compiled caller inlined with a record of its own. A tier may free
+    /// a function's code only while it has none (and nothing else can
+    /// enter that code).
+    pub fn active_functions(&self) -> Vec<bool> {
+        let mut active = vec![false; self.funcs.len()];
+        for i in 1..=self.depth {
+            // SAFETY: `frames[1..=depth]` are the active frame records.
+            let func = unsafe { (*self.frames.add(i)).func };
+            if let Some(a) = active.get_mut(func as usize) {
+                *a = true;
+            }
+        }
+        active
+    }
+
     /// How many calls plus back-edges of `func` the interpreter counted
     /// since its countdown was set to `start` (and nothing set it since).
     pub fn runs_since(&self, func: u32, start: Countdown) -> u32 {
