@@ -10,9 +10,9 @@
 //! |---|---|---|
 //! | policy | `policy` | when to compile what: one state per function, thresholds from `policy::cost`, answers to the interpreter |
 //! | disasm | [`disasm`] | `disasm --jit`: drives the compiler and renders its listings |
-//! | compiler | `compiler` | runs one request (a batch of functions, an OSR variant, the trampolines), on the interpreter's thread or the `toyvm-jit` thread; owns Cranelift and the profiler outputs |
+//! | compiler | `compiler` | runs one request (a batch of functions, an OSR variant, the trampolines, an eviction), on the interpreter's thread or the `toyvm-jit` thread; owns Cranelift, the profiler outputs and the code cache's bookkeeping |
 //! | translate | `translate` | bytecode → Cranelift IR for native functions and OSR variants, and the compile budget (`translate::limits`) |
-//! | code memory and publishing | `codegen` | define regions, finish a batch: finalize, unwind registration, profiler sinks, install |
+//! | code memory and publishing | `codegen` | define regions, finish a batch: finalize, unwind registration, profiler sinks, install; free a dead chunk (the process-wide code arena) |
 //! | abi and helpers | `abi` | signatures, the runtime helpers and their import table, entry shims and trampolines, entering a Toy frame, the stack check |
 //! | options | `options` | [`JitOptions`], the default threshold, the test-only switches |
 //!

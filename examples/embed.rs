@@ -1,0 +1,119 @@
+//! A host that embeds toyvm: runs N VMs in one process, taking the scripts
+//! in turn (round robin), each a fresh VM and JIT, on T threads at once,
+//! and prints what each script prints (see `toyvm::embed`).
+//!
+//! ```text
+//! cargo run --release --example embed -- [--jit-threshold N] [--jit-code-limit SIZE]
+//!     [--perf] [--perf-jitdump] [--perf-dir DIR] [--gdb] [--threads T] N SCRIPT...
+//! ```
+//!
+//! Every VM's code is named in the process's one perf map and one jitdump;
+//! dropping a VM gives back its code memory, mappings, unwind and GDB
+//! registrations and its compiler thread, so RSS and the mapping count stay
+//! flat however many VMs run in turn.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use clap::Parser;
+use toyvm::embed::{self, Engine, Script};
+
+/// Runs N VMs in one process.
+#[derive(Parser)]
+struct Args {
+    /// Compile a function once its calls plus loop back-edges reach N (0:
+    /// everything before it runs) [default: the cost-scaled tiering].
+    #[arg(long, value_name = "N")]
+    jit_threshold: Option<u32>,
+    /// Most bytes of executable memory each VM's JIT may hold (K, M, G).
+    #[arg(long, value_name = "SIZE", value_parser = jit::parse_size)]
+    jit_code_limit: Option<usize>,
+    /// Interpret only.
+    #[arg(long)]
+    no_jit: bool,
+    /// Write /tmp/perf-PID.map (one for the process).
+    #[arg(long)]
+    perf: bool,
+    /// Write jit-PID.dump (one for the process).
+    #[arg(long)]
+    perf_jitdump: bool,
+    /// Directory of the jitdump [default: /tmp].
+    #[arg(long, value_name = "DIR")]
+    perf_dir: Option<PathBuf>,
+    /// Publish compiled code through the GDB JIT interface.
+    #[arg(long)]
+    gdb: bool,
+    /// VMs running at once.
+    #[arg(long, value_name = "T", default_value_t = 1)]
+    threads: usize,
+    /// How many VMs to run in all.
+    n: usize,
+    /// The scripts, taken in turn.
+    #[arg(required = true)]
+    scripts: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // As `toyvm run` does: cranelift-jit must not write a perf map of its own.
+    // SAFETY: no other thread runs yet.
+    unsafe { jit::forget_perf_buildid_dir() };
+    let mut scripts: Vec<Script> = Vec::new();
+    for path in &args.scripts {
+        let shown = path.to_string_lossy();
+        let loaded = std::fs::read(path)
+            .map_err(|e| format!("error: cannot read '{shown}': {e}"))
+            .and_then(|bytes| embed::load(&shown, &bytes));
+        match loaded {
+            Ok(script) => scripts.push(script),
+            Err(e) => {
+                eprintln!("{}", e.trim_end());
+                return ExitCode::from(1);
+            }
+        }
+    }
+    let jit = (!args.no_jit).then(|| jit::JitOptions {
+        threshold: Some(args.jit_threshold.unwrap_or(jit::DEFAULT_THRESHOLD)),
+        cost_model: args.jit_threshold.is_none(),
+        background: args.jit_threshold.is_none(),
+        perf_map: args.perf,
+        jitdump_dir: args.perf_jitdump.then(|| {
+            args.perf_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("/tmp"))
+        }),
+        gdb: args.gdb,
+        stats: false,
+        code_limit: args.jit_code_limit,
+    });
+    let engine = Engine::new(jit);
+    let next = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..args.threads.max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= args.n {
+                        break;
+                    }
+                    let (mut out, mut err) = (Vec::new(), Vec::new());
+                    let status =
+                        engine.run(&scripts[i % scripts.len()], vec![], &mut out, &mut err);
+                    if status != 0 {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // One VM's output in one piece.
+                    let _ = std::io::stdout().lock().write_all(&out);
+                    let _ = std::io::stderr().lock().write_all(&err);
+                }
+            });
+        }
+    });
+    match failed.load(Ordering::Relaxed) {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    }
+}
