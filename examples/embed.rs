@@ -4,8 +4,14 @@
 //!
 //! ```text
 //! cargo run --release --example embed -- [--jit-threshold N] [--jit-code-limit SIZE]
-//!     [--perf] [--perf-jitdump] [--perf-dir DIR] [--gdb] [--threads T] N SCRIPT...
+//!     [--perf] [--perf-jitdump] [--perf-dir DIR] [--gdb] [--vmprof FILE]
+//!     [--vmprof-each DIR] [--threads T] N SCRIPT...
 //! ```
+//!
+//! `--vmprof FILE` profiles the whole process (every VM) into one file;
+//! `--vmprof-each DIR` profiles each VM on its own, into `DIR/vm-I.prof`
+//! (the host enables and disables vmprof around each VM: each file names
+//! only the code of the VMs that ran while it was on).
 //!
 //! Every VM's code is named in the process's one perf map and one jitdump;
 //! dropping a VM gives back its code memory, mappings, unwind and GDB
@@ -45,6 +51,16 @@ struct Args {
     /// Publish compiled code through the GDB JIT interface.
     #[arg(long)]
     gdb: bool,
+    /// Profile the whole process (every VM) into FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "vmprof_each")]
+    vmprof: Option<PathBuf>,
+    /// Profile each VM into DIR/vm-I.prof (VM I's own profile).
+    #[arg(long, value_name = "DIR")]
+    vmprof_each: Option<PathBuf>,
+    /// At the end, print the process's peak RSS and mapping count to stderr
+    /// (`embed: peak RSS N KB, M mappings`).
+    #[arg(long)]
+    stats: bool,
     /// VMs running at once.
     #[arg(long, value_name = "T", default_value_t = 1)]
     threads: usize,
@@ -88,7 +104,21 @@ fn main() -> ExitCode {
         stats: false,
         code_limit: args.jit_code_limit,
     });
-    let engine = Engine::new(jit);
+    let mut engine = Engine::new(jit);
+    if let Some(path) = &args.vmprof {
+        // One profile for the process: enabled before the first VM, joined
+        // by each, disabled after the last.
+        let each = vm::vmprof::VmprofOptions {
+            join: true,
+            ..vm::vmprof::VmprofOptions::new(path)
+        };
+        let enable = vm::vmprof::enable_options(&each, "embed");
+        if let Err(e) = perfsupport::vmprof::enable_path(path, &enable) {
+            eprintln!("error: cannot profile into '{}': {e}", path.display());
+            return ExitCode::from(1);
+        }
+        engine.vm_options().vmprof = Some(each);
+    }
     let next = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -100,8 +130,16 @@ fn main() -> ExitCode {
                         break;
                     }
                     let (mut out, mut err) = (Vec::new(), Vec::new());
-                    let status =
-                        engine.run(&scripts[i % scripts.len()], vec![], &mut out, &mut err);
+                    let script = &scripts[i % scripts.len()];
+                    let status = match &args.vmprof_each {
+                        Some(dir) => {
+                            let mut own = engine.clone();
+                            let path = dir.join(format!("vm-{i}.prof"));
+                            own.vm_options().vmprof = Some(vm::vmprof::VmprofOptions::new(path));
+                            own.run(script, vec![], &mut out, &mut err)
+                        }
+                        None => engine.run(script, vec![], &mut out, &mut err),
+                    };
                     if status != 0 {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
@@ -112,6 +150,20 @@ fn main() -> ExitCode {
             });
         }
     });
+    if args.vmprof.is_some()
+        && let Err(e) = perfsupport::vmprof::disable()
+    {
+        eprintln!("error: the profile is incomplete: {e}");
+        return ExitCode::from(1);
+    }
+    if args.stats {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let rss = (status.lines())
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .map_or("?", |v| v.trim().trim_end_matches(" kB"));
+        let maps = std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count());
+        eprintln!("embed: peak RSS {rss} KB, {maps} mappings");
+    }
     match failed.load(Ordering::Relaxed) {
         0 => ExitCode::SUCCESS,
         _ => ExitCode::from(1),

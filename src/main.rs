@@ -276,6 +276,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
             interval: std::time::Duration::from_micros(run.vmprof_interval_us),
             inlined_frames: run.vmprof_inlined,
             lines: run.vmprof_lines,
+            join: false,
         }),
         on_output,
         ..vm::driver::Options::default()

@@ -82,6 +82,25 @@ pub struct VmprofOptions {
     /// Whether every frame of every sample records the line it is
     /// executing (`--vmprof-lines`, the vmprof lines mode).
     pub lines: bool,
+    /// The host profiles the whole process: it enabled the profile before
+    /// this VM started (with [`enable_options`]) and disables it after the
+    /// last; the VM only joins it (its code and frames), and `path` and
+    /// `interval` are the host's business.
+    pub join: bool,
+}
+
+/// The options of the profile a [`Session`] with `options` starts: also
+/// what a host that profiles its whole process passes to
+/// `perfsupport::vmprof::enable_path` (see [`VmprofOptions::join`]).
+pub fn enable_options(options: &VmprofOptions, script: &str) -> EnableOptions {
+    let mut enable = EnableOptions::new(INTERP_NAME);
+    enable.interval = options.interval;
+    enable.lines = options.lines;
+    enable.meta.push(("script".to_owned(), script.to_owned()));
+    enable
+        .meta
+        .push((COMPILER_FRAME_META.to_owned(), COMPILER_FRAME.to_owned()));
+    enable
 }
 
 impl VmprofOptions {
@@ -92,6 +111,7 @@ impl VmprofOptions {
             interval: vmprof::DEFAULT_INTERVAL,
             inlined_frames: false,
             lines: false,
+            join: false,
         }
     }
 }
@@ -101,13 +121,19 @@ impl VmprofOptions {
 /// file.
 pub struct Session {
     finished: bool,
+    /// The profile is this session's (not a whole-process one it joined).
+    owns_profile: bool,
     /// Points the sampler at the VM's frame records until dropped.
     view: Option<FrameViewGuard>,
+    /// The VM's code ids, retired when the session ends: the VM's code
+    /// objects die with it, and later profiles must not name them.
+    codes: Vec<CodeId>,
 }
 
 impl Session {
     /// Registers every function of `vm`'s module, starts the sampler
-    /// writing to `options.path`, and points it at `vm`'s frame records.
+    /// writing to `options.path` (unless it joins the host's profile,
+    /// [`VmprofOptions::join`]), and points it at `vm`'s frame records.
     ///
     /// Call it before a JIT starts (so compiled code knows whether to write
     /// records for inlined calls) and before running `<main>`, so every sample is
@@ -132,14 +158,18 @@ impl Session {
             })
             .collect();
         let main_code = code_ids.get(module.main as usize).copied();
-        let mut enable = EnableOptions::new(INTERP_NAME);
-        enable.interval = options.interval;
-        enable.lines = options.lines;
-        enable.meta.push(("script".to_owned(), module.path.clone()));
-        enable
-            .meta
-            .push((COMPILER_FRAME_META.to_owned(), COMPILER_FRAME.to_owned()));
-        vmprof::enable_path(&options.path, &enable)?;
+        let codes = code_ids.to_vec();
+        if options.join {
+            if !vmprof::is_enabled() {
+                vmprof::retire_code(codes);
+                return Err(VmprofError::NotEnabled);
+            }
+        } else if let Err(e) =
+            vmprof::enable_path(&options.path, &enable_options(options, &module.path))
+        {
+            vmprof::retire_code(codes);
+            return Err(e);
+        }
         if options.lines {
             vm.record_lines();
         }
@@ -176,27 +206,40 @@ impl Session {
         vm.vmprof_main = main_code;
         Ok(Session {
             finished: false,
+            owns_profile: !options.join,
             view: Some(view),
+            codes,
         })
     }
 
     /// Stops the sampler and completes the file: the remaining samples,
     /// the code names and the trailer.
+    /// A session that joined the host's profile only leaves it: the
+    /// summary is then empty.
     pub fn finish(mut self) -> Result<ProfileSummary, VmprofError> {
         self.finished = true;
-        let summary = vmprof::disable();
-        self.view = None;
+        let summary = match self.owns_profile {
+            true => vmprof::disable(),
+            false => Ok(ProfileSummary::default()),
+        };
+        self.leave();
         summary
+    }
+
+    /// Points the sampler away from the VM and retires its code ids.
+    fn leave(&mut self) {
+        self.view = None;
+        vmprof::retire_code(std::mem::take(&mut self.codes));
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if !self.finished {
+        if !self.finished && self.owns_profile {
             // Nothing to report to on this path; the file is completed.
             let _ = vmprof::disable();
         }
-        // The sampler is off: the view can go.
-        self.view = None;
+        // The sampler is off (or samples other threads): the view can go.
+        self.leave();
     }
 }

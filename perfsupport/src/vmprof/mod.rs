@@ -96,7 +96,7 @@ pub use reader::{
 };
 pub use registry::{
     CodeClass, CodeId, CodeIdCell, code_name_of, get_unique_id, register_code,
-    register_code_object_class,
+    register_code_object_class, retire_code,
 };
 pub use sampler::{
     DEFAULT_INTERP_NAME, DEFAULT_INTERVAL, EnableOptions, MAX_INTERVAL, MIN_INTERVAL, disable,

@@ -15,6 +15,13 @@
 //! ids ≤ 0 for line numbers), unique for the life of the process, and the two
 //! low bits stay free for tags. The registry sits behind a mutex: it is
 //! touched when code is created, never on the call path.
+//!
+//! **Code that dies** ([`retire_code`]): a VM that drops its code objects
+//! (a VM dropped by its host, code evicted) retires their ids. An id is
+//! never handed out again, and a retired name is left out of every profile
+//! started afterwards, so a host that profiles VM after VM gets files that
+//! name only the code of the VMs that ran while each was on. A name retired
+//! during a profile stays until that profile ends (its samples need it).
 
 use std::sync::OnceLock;
 
@@ -71,8 +78,16 @@ impl CodeIdCell {
     }
 }
 
+/// One registered code object's name.
+struct Entry {
+    /// `None` once retired and no profile needs it.
+    name: Option<String>,
+    /// Retired while a profile was on: forgotten when the next starts.
+    retired: bool,
+}
+
 /// Every registered name, in id order (`names[i]` has id `8 + 4 i`).
-static NAMES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static NAMES: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// Declares a code-object class with the name prefix `prefix` (e.g. `toy`).
 ///
@@ -105,7 +120,10 @@ pub fn register_code(
     *cell.0.get_or_init(|| {
         let name = code_name(&class.prefix, func_name, line, file);
         let mut names = NAMES.lock();
-        names.push(name);
+        names.push(Entry {
+            name: Some(name),
+            retired: false,
+        });
         CodeId(FIRST_CODE_ID + (names.len() - 1) * CODE_ID_STEP)
     })
 }
@@ -117,10 +135,37 @@ pub fn get_unique_id(cell: &CodeIdCell) -> Option<CodeId> {
     cell.0.get().copied()
 }
 
-/// The registered name of `id`, if any.
+/// The registered name of `id`, if any (none once retired and forgotten).
 pub fn code_name_of(id: CodeId) -> Option<String> {
     let index = (id.0.checked_sub(FIRST_CODE_ID)?) / CODE_ID_STEP;
-    NAMES.lock().get(index).cloned()
+    NAMES.lock().get(index).and_then(|e| e.name.clone())
+}
+
+/// Retires `ids`: their code is gone (see the module docs). The ids are
+/// never reused; profiles started from now on do not name them.
+pub fn retire_code(ids: impl IntoIterator<Item = CodeId>) {
+    let profiling = super::is_enabled();
+    let mut names = NAMES.lock();
+    for id in ids {
+        let Some(index) = id.0.checked_sub(FIRST_CODE_ID).map(|i| i / CODE_ID_STEP) else {
+            continue;
+        };
+        if let Some(entry) = names.get_mut(index) {
+            if profiling {
+                entry.retired = true;
+            } else {
+                entry.name = None;
+            }
+        }
+    }
+}
+
+/// Forgets the names retired during the last profile (a new one starts).
+pub(crate) fn forget_retired() {
+    for entry in NAMES.lock().iter_mut().filter(|e| e.retired) {
+        entry.name = None;
+        entry.retired = false;
+    }
 }
 
 /// Calls `visit(id, name)` for every code registered at index `from` or
@@ -128,8 +173,10 @@ pub fn code_name_of(id: CodeId) -> Option<String> {
 /// it to name codes registered after `enable`.
 pub(crate) fn for_each_code_from(from: usize, mut visit: impl FnMut(u64, &str)) -> usize {
     let names = NAMES.lock();
-    for (index, name) in names.iter().enumerate().skip(from) {
-        visit((FIRST_CODE_ID + index * CODE_ID_STEP) as u64, name);
+    for (index, entry) in names.iter().enumerate().skip(from) {
+        if let Some(name) = &entry.name {
+            visit((FIRST_CODE_ID + index * CODE_ID_STEP) as u64, name);
+        }
     }
     names.len()
 }

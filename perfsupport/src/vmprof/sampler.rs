@@ -190,6 +190,8 @@ pub fn enable_with(file: File, options: &EnableOptions) -> Result<(), VmprofErro
         return Err(VmprofError::AlreadyEnabled);
     }
     install_handler_once()?;
+    // Code retired during the last profile is named in no later one.
+    super::registry::forget_retired();
     // No producer can run (sampling is off) and no consumer exists.
     RING.reset();
     let writer = WriterThread::spawn(file, preamble, &RING).map_err(|source| VmprofError::Io {
