@@ -16,6 +16,12 @@
 #     small Python reader below);
 #   * `toyvm disasm --jit` of book/examples/fib.toy and `--jit-stats` runs
 #     (Tiering and Cranelift);
+#   * When code dies: examples/scripts/phases.toy under `--jit-code-limit`
+#     (`--jit-stats`; its perf map with and without the quarantine, checked
+#     for addresses with two names), and the embed example
+#     (target/release/examples/embed, built unless EMBED=PATH) at 20 and 200
+#     VMs; with perf, the same script under `perf record -k 1` +
+#     `perf inject --jit` and reports of its recompiled functions;
 #   * `toyvm run --vmprof` and `toyvm report` (tree, --folded, --flamegraph,
 #     --lines after `--vmprof-lines`),
 #     and the PyPI `vmprofshow` if one is installed (VMPROFSHOW=PATH or on
@@ -184,6 +190,74 @@ rm -f "$WORK/disasm-jit.txt"
     "$TOYVM" run --jit-stats examples/scripts/profile_demo.toy 10 100000 2>&1 |
         sed -E 's/: [0-9]+ us$/: N us/'
 } >"$OUT/jit-stats.txt"
+
+# --- When code dies ------------------------------------------------------------
+# A literal threshold compiles on the interpreter's thread, so what is
+# compiled, evicted and freed is the same on every run.
+{
+    echo "\$ toyvm run --jit-threshold 10 --jit-code-limit 16K --jit-stats examples/scripts/phases.toy 2>&1 | grep -v -E ' [0-9]+ us\$'"
+    "$TOYVM" run --jit-threshold 10 --jit-code-limit 16K --jit-stats examples/scripts/phases.toy 2>&1 |
+        grep -v -E ' [0-9]+ us$'
+} >"$OUT/code-dies-stats.txt"
+# The perf map of the same run, with the quarantine and without it: the
+# filter prints the pairs of lines that give one address two names.
+# ANCHOR: stale_names
+stale_names() {
+    python3 - "$1" <<'PY'
+import sys
+rows = []
+for n, line in enumerate(open(sys.argv[1]), 1):
+    start, size, name = line.rstrip("\n").split(" ", 2)
+    rows.append((int(start, 16), int(size, 16), name, n))
+base = min(r[0] for r in rows)
+pairs = []
+for a in rows:
+    for b in rows:
+        if b[3] > a[3] and b[0] < a[0] + a[1] and a[0] < b[0] + b[1] and a[2] != b[2]:
+            pairs.append((a, b))
+print(f"{len(rows)} lines, {len(pairs)} pairs of lines that give an address two names")
+if pairs:
+    a, b = pairs[0]  # the first line of the map given away, and its first new owner
+    for start, size, name, n in (a, b):
+        print(f"  line {n}: BASE+{start - base:#x} {size:x} {name}")
+PY
+}
+# ANCHOR_END: stale_names
+for quarantine in on off; do
+    env=()
+    [[ $quarantine == on ]] || env=(TOYVM_NO_QUARANTINE=1)
+    env "${env[@]}" "$TOYVM" run --perf --jit-threshold 10 --jit-code-limit 16K examples/scripts/phases.toy >/dev/null &
+    pid=$!
+    wait "$pid"
+    PIDS+=("$pid")
+    {
+        echo "\$ ${env[*]:+${env[*]} }toyvm run --perf --jit-threshold 10 --jit-code-limit 16K examples/scripts/phases.toy"
+        echo "\$ stale_names /tmp/perf-\$PID.map   # book/generate.sh's filter; addresses as offsets from the lowest one (BASE)"
+        stale_names "/tmp/perf-$pid.map"
+    } >"$OUT/code-dies-map-quarantine-$quarantine.txt"
+    rm -f "/tmp/perf-$pid.map"
+done
+# Many VMs in one process: the mapping count and peak RSS stay flat
+# however many VMs run in turn (RSS under 16 MB shown as such).
+if [[ -z ${EMBED:-} ]]; then
+    cargo build --release --quiet --example embed
+    EMBED="$ROOT/target/release/examples/embed"
+fi
+mkdir -p "$WORK/embed"
+{
+    for n in 20 200; do
+        for perf in "" --perf; do
+            cmd=("$EMBED" --jit-threshold 0 $perf --perf-jitdump --perf-dir "$WORK/embed" --gdb --stats "$n"
+                tests/embed/alpha.toy tests/embed/beta.toy)
+            echo "$(say "${cmd[@]}") 2>&1 >/dev/null | awk '/^embed:/ && \$4 < 16384 { \$4 = \"< 16384\" } 1'"
+            "${cmd[@]}" 2>"$WORK/embed/err" >/dev/null & pid=$!
+            wait "$pid"
+            PIDS+=("$pid")
+            awk '/^embed:/ && $4 < 16384 { $4 = "< 16384" } 1' "$WORK/embed/err"
+            rm -f "$WORK"/embed/jit-*.dump "$WORK/embed/err" "/tmp/perf-$pid.map"
+        done
+    done
+} >"$OUT/code-dies-embed.txt"
 
 # --- VMProf-style profiles and toyvm report -------------------------------------
 # Sample counts differ from run to run: percentages, counts and seconds
@@ -542,6 +616,40 @@ for line in lines[1:]:
         echo "generate.sh: toyvm profile failed; keeping toyvm-profile.txt" >&2
         cat "$WORK/prof.err" >&2
     fi
+
+    # When code dies: a function compiled again after its eviction is a new
+    # JIT_CODE_LOAD, so a new jitted-PID-N.so, and perf report shows one
+    # row per object; summing the rows by name gives one row per function.
+    PD="$WORK/pd"
+    mkdir -p "$PD"
+    rec=(perf record -q -k 1 -e cpu-clock -F 999 -o "$PD/pd.data" -- "$TOYVM" run --jit-threshold 10
+        --jit-code-limit 16K --perf-jitdump --perf-dir "$PD" examples/scripts/phases.toy 30)
+    "${rec[@]}" >/dev/null 2>&1
+    (cd "$PD" && perf inject --jit -i pd.data -o pd-inj.data)
+    DPID=$(dump_pid "$PD")
+    PIDS+=("$DPID")
+    dstrip() { sed -E -e "s/jitted-$DPID-[0-9]+/jitted-PID-N/g" -e 's/   +/  /g'; }
+    {
+        say "${rec[@]}"
+        echo "\$ cd pd && perf inject --jit -i pd.data -o pd-inj.data"
+        echo "\$ ls jitted-*.so | wc -l   # one object per JIT_CODE_LOAD"
+        (cd "$PD" && ls jitted-*.so | wc -l)
+        echo "\$ grep -l 'toy:jit:phase0:' jitted-*.so | wc -l   # the objects that hold a compile of phase0"
+        (cd "$PD" && grep -l 'toy:jit:phase0:' jitted-*.so | wc -l)
+        for sort in dso,sym sym; do
+            echo "\$ perf report -i pd-inj.data --no-children --sort $sort -g none --stdio | grep 'toy:jit:phase0:' | head -3"
+            echo "  (percentages replaced by NN.NN%, code indexes by N)"
+            (cd "$PD" && perf report -i pd-inj.data --no-children --sort "$sort" -g none --stdio 2>/dev/null) |
+                grep 'toy:jit:phase0:' | head -3 | pct | dstrip
+        done
+        echo "\$ perf report -i pd-inj.data --no-children --sort dso,sym -g none --stdio |"
+        echo "    awk '/toy:jit:/ { p[\$NF] += \$1 } END { for (n in p) if (p[n] >= 2) printf \"%6.2f%%  %s\\n\", p[n], n }' | sort -k2"
+        echo "  (the rows summed by name, names with 2% or more; percentages replaced by NN.NN%)"
+        (cd "$PD" && perf report -i pd-inj.data --no-children --sort dso,sym -g none --stdio 2>/dev/null) |
+            awk '/toy:jit:/ { p[$NF] += $1 } END { for (n in p) if (p[n] >= 2) printf "%6.2f%%  %s\n", p[n], n }' |
+            sort -k2 | pct
+    } >"$OUT/code-dies-perf-report.txt"
+    rm -rf "$PD"
 else
     echo "generate.sh: perf or readelf unavailable: keeping the perf outputs already in $OUT" >&2
 fi

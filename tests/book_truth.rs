@@ -52,7 +52,8 @@ fn tool_of(name: &str) -> Option<&'static str> {
         | "readelf-sections.txt"
         | "srcline-report.txt"
         | "toyvm-profile.txt"
-        | "trampoline-objdump.txt" => Some("perf"),
+        | "trampoline-objdump.txt"
+        | "code-dies-perf-report.txt" => Some("perf"),
         _ => None,
     }
 }

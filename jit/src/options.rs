@@ -19,7 +19,8 @@ pub const DEFAULT_THRESHOLD: u32 = 1000;
 // ANCHOR: default_code_limit
 /// Default `--jit-code-limit`: the most bytes of executable memory one VM's
 /// JIT holds at once. Far above what any program of the benchmarks holds
-/// (the largest, 20,000 functions compiled eagerly, holds about 60 MB), so
+/// (the largest, `warm` of `bench/large`, 5,000 functions compiled at once,
+/// holds about 4 MB), so
 /// by default nothing is evicted; a host running many VMs, or a program
 /// that compiles without end, sets its own.
 pub const DEFAULT_CODE_LIMIT: usize = 256 << 20;

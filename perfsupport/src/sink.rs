@@ -105,6 +105,7 @@ pub trait ProfilerSink: Send + Sync {
         Ok(())
     }
 
+    // ANCHOR: retire
     /// Says that the code at `ranges` (start address, size in bytes) is
     /// dead: it will not run again, and once this returns its addresses may
     /// hold other code. Call it before the memory is reused.
@@ -124,6 +125,7 @@ pub trait ProfilerSink: Send + Sync {
         let _ = ranges;
         Ok(())
     }
+    // ANCHOR_END: retire
 }
 
 /// Lets a VM keep a handle to a sink it also registers through

@@ -146,6 +146,7 @@ impl Arena {
         Ok(Chunk { start: at, len })
     }
 
+    // ANCHOR: give_back
     fn give_back(&mut self, chunk: Chunk) {
         debug_assert!(chunk.start >= self.base && chunk.start + chunk.len < self.base + self.size);
         // SAFETY: the chunk is ours and its owner guarantees that no code in
@@ -174,6 +175,7 @@ impl Arena {
         }
         self.free.insert(start, len);
     }
+    // ANCHOR_END: give_back
 }
 
 /// Takes a chunk of at least `bytes` (rounded up to pages), inaccessible

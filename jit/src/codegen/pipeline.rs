@@ -492,6 +492,7 @@ impl CodeGen {
         Err(FinishError::Failed(failed))
     }
 
+    // ANCHOR: release
     /// Says that `regions` regions of `chunk` are dead: nothing runs in
     /// them, nothing calls them any more and no entry table or cache holds
     /// them. When all of a chunk's regions are dead it is withdrawn from
@@ -528,6 +529,7 @@ impl CodeGen {
         unsafe { chunks.free(chunk) };
         before - chunks.bytes()
     }
+    // ANCHOR_END: release
 
     /// The entry points of `d` according to its role.
     fn install(&self, d: Defined, listing: Option<Listing>, chunk: ChunkId) -> Finished {

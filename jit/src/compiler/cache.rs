@@ -18,13 +18,16 @@
 //! table and the policy's OSR cache, which the policy resets for every
 //! evicted unit before it runs code again.
 //!
-//! **Which first**: the coldest, approximated by age. A unit's age is the
-//! time it was compiled or last seen running at an eviction (a second
-//! chance, as the CLOCK page-replacement algorithm gives). Compiled code
-//! counts nothing, so this is all the cache knows of use; OSR variants a
-//! whole-function compile made obsolete go first.
+//! **Which first**: memory is freed by the chunk (one batch's code), so the
+//! cache picks a chunk and evicts every unit with code in it: the coldest
+//! chunk, approximated by age. A unit's age is the time it was compiled or
+//! last seen running at an eviction (a second chance, as the CLOCK
+//! page-replacement algorithm gives), a chunk's the age of its warmest
+//! unit. Compiled code counts nothing, so this is all the cache knows of
+//! use; chunks holding only OSR variants a whole-function compile made
+//! obsolete go first.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::codegen::code_memory::ChunkId;
 
@@ -133,15 +136,20 @@ impl CodeCache {
         unit.chunks
     }
 
-    /// The next units to evict: the coldest unit that may die with the
-    /// units that must die with it (see the module docs), skipping units
-    /// in `tried`. `active[f]`: `f` has an activation. `obsolete(f)`: `f`'s
-    /// OSR variant is obsolete (goes first). `None` when no unit may die.
+    // ANCHOR: victims
+    // ANCHOR: victims
+    /// The next units to evict: every unit with code in the coldest chunk
+    /// that can be freed, with the units that must die with them (see the
+    /// module docs), skipping chunks in `tried`. Memory is freed by the
+    /// chunk (one batch's), so evicting a unit whose chunk keeps other live
+    /// code would free nothing. `active[f]`: `f` has an activation.
+    /// `obsolete(f)`: `f`'s OSR variant is obsolete (its chunk goes
+    /// first). `None` when no chunk can be freed.
     pub fn victims(
         &mut self,
         active: &[bool],
         obsolete: impl Fn(u32) -> bool,
-        tried: &mut HashSet<(u32, Kind)>,
+        tried: &mut HashSet<ChunkId>,
     ) -> Option<Vec<(u32, Kind)>> {
         let is_active = |f: u32| active.get(f as usize).copied().unwrap_or(true);
         // Units seen running get a second chance.
@@ -153,27 +161,45 @@ impl CodeCache {
                 }
             }
         }
-        loop {
-            let candidate = (self.units.iter().enumerate())
-                .flat_map(|(f, units)| {
-                    [Kind::Body, Kind::Osr]
-                        .into_iter()
-                        .zip(units)
-                        .filter_map(move |(k, u)| u.as_ref().map(|u| (f as u32, k, u.age)))
-                })
-                .filter(|&(f, k, _)| !tried.contains(&(f, k)) && !is_active(f))
-                .min_by_key(|&(f, k, age)| {
-                    let first = k == Kind::Osr && obsolete(f);
-                    (!first, age)
-                })?;
-            let (f, k, _) = candidate;
-            tried.insert((f, k));
-            let closure = self.with_direct_callers(f, k);
-            if closure.iter().all(|&(g, _)| !is_active(g)) {
-                return Some(closure);
+        // Each chunk: the units with code in it, and its rank (a chunk is
+        // as warm as its warmest unit; all-obsolete chunks first).
+        let mut chunks: HashMap<ChunkId, (Vec<(u32, Kind)>, bool, u64)> = HashMap::new();
+        for (f, units) in self.units.iter().enumerate() {
+            for (k, unit) in [Kind::Body, Kind::Osr].into_iter().zip(units) {
+                let Some(unit) = unit else { continue };
+                let first = k == Kind::Osr && obsolete(f as u32);
+                for &c in &unit.chunks {
+                    let entry = chunks.entry(c).or_insert((Vec::new(), true, 0));
+                    if !entry.0.contains(&(f as u32, k)) {
+                        entry.0.push((f as u32, k));
+                    }
+                    entry.1 &= first;
+                    entry.2 = entry.2.max(unit.age);
+                }
             }
         }
+        let mut order: Vec<(bool, u64, ChunkId)> = (chunks.iter())
+            .filter(|(c, _)| !tried.contains(c))
+            .map(|(&c, &(_, first, age))| (!first, age, c))
+            .collect();
+        order.sort_unstable();
+        for (_, _, c) in order {
+            tried.insert(c);
+            let mut all = Vec::new();
+            for &(f, k) in &chunks[&c].0 {
+                for unit in self.with_direct_callers(f, k) {
+                    if !all.contains(&unit) {
+                        all.push(unit);
+                    }
+                }
+            }
+            if all.iter().all(|&(g, _)| !is_active(g)) {
+                return Some(all);
+            }
+        }
+        None
     }
+    // ANCHOR_END: victims
 
     /// `(func, kind)` and every unit that calls it directly, transitively.
     fn with_direct_callers(&self, func: u32, kind: Kind) -> Vec<(u32, Kind)> {
@@ -211,7 +237,8 @@ mod tests {
         cache.add(3, Kind::Body, 4, &[]);
         let mut tried = HashSet::new();
         let none = [false; 4];
-        // The oldest is function 0: its callers 1 and 2's variant go too.
+        // The oldest chunk is function 0's: its callers 1 and 2's variant
+        // go too.
         let v = cache.victims(&none, |_| false, &mut tried).unwrap();
         assert_eq!(v, vec![(0, Kind::Body), (1, Kind::Body), (2, Kind::Osr)]);
         // With function 2 running, none of them may go: function 3 does.

@@ -80,6 +80,17 @@ pub enum Request {
     FreeOsr { funcs: Vec<u32> },
 }
 
+impl Request {
+    /// The functions a compile request names.
+    pub fn functions(&self) -> Vec<u32> {
+        match self {
+            Request::Compile { funcs, entered } => funcs.iter().chain(entered).copied().collect(),
+            Request::Osr { callees, func } => callees.iter().chain([func]).copied().collect(),
+            Request::Evict { .. } | Request::FreeOsr { .. } => Vec::new(),
+        }
+    }
+}
+
 /// What came of a request, for the tiering policy to apply on the
 /// interpreter's thread.
 pub enum Action {
@@ -102,6 +113,8 @@ pub enum Action {
     Evicted { func: u32, entry: Option<EntryFn> },
     /// The OSR variant of `func` was freed: drop it from the cache.
     OsrFreed(u32),
+    /// An eviction ([`Request::Evict`]) freed this many bytes.
+    Freed(usize),
 }
 
 // SAFETY: `EntryFn` and `OsrFn` are plain function pointers into code
@@ -277,6 +290,7 @@ impl Compiler {
                 freed += self.free_unit(f, kind, true, out);
             }
         }
+        out.push(Action::Freed(freed));
     }
 
     /// Frees the `kind` unit of `func` (see [`cache`] for when that is
@@ -331,8 +345,13 @@ impl Compiler {
         let functions = &self.functions;
         // Every callee the body calls directly (for eviction, `cache`).
         let called = RefCell::new(Vec::new());
+        // Once the code limit has made the cache evict, an OSR variant
+        // calls every other function through the entry table: it runs in
+        // one long activation (often `<main>`'s, for the whole run), and
+        // direct calls would keep its callees from being evicted as long.
+        let direct = role != Role::Osr || self.cache.stats.evictions == 0;
         let natives = |f: u32| {
-            let native = functions[f as usize].native();
+            let native = functions[f as usize].native().filter(|_| direct);
             if native.is_some() {
                 called.borrow_mut().push(f);
             }

@@ -117,6 +117,15 @@ struct FnPolicy {
     pending: bool,
     /// Background: its OSR variant is on its way.
     pending_osr: bool,
+    /// It was compiled whole once (and evicted since, perhaps): compiled
+    /// whole again at its first ask after an OSR variant, without the
+    /// wait [`Jit::whole_after`] gives a function not known to be called
+    /// again and again.
+    was_entered: bool,
+    /// Batches naming it that found no room, in a row: each one more
+    /// doubles the wait before it is asked about again (see
+    /// [`Jit::make_room`]).
+    no_room_streak: u32,
 }
 
 impl FnPolicy {
@@ -129,6 +138,8 @@ impl FnPolicy {
             osr_asks: 0,
             pending: false,
             pending_osr: false,
+            was_entered: false,
+            no_room_streak: 0,
         }
     }
 
@@ -251,14 +262,10 @@ impl Jit {
                 self.make_room(vm);
             }
             Mode::Background(background) => {
-                let (named, osr): (Vec<u32>, _) = match &request {
-                    Request::Compile { funcs, entered } => {
-                        (funcs.iter().chain(entered).copied().collect(), None)
-                    }
-                    Request::Osr { callees, func } => {
-                        (callees.iter().chain([func]).copied().collect(), Some(*func))
-                    }
-                    Request::Evict { .. } | Request::FreeOsr { .. } => (Vec::new(), None),
+                let named = request.functions();
+                let osr = match &request {
+                    Request::Osr { func, .. } => Some(*func),
+                    _ => None,
                 };
                 if let Some(func) = osr {
                     self.functions[func as usize].pending_osr = true;
@@ -282,24 +289,31 @@ impl Jit {
                     let function = self.function(f);
                     function.state = state;
                     function.pending = false;
-                    if matches!(state, FnState::Entered(_)) && matches!(function.osr, Some(Some(_)))
-                    {
+                    let entered = matches!(state, FnState::Entered(_));
+                    function.was_entered |= entered;
+                    if entered && matches!(function.osr, Some(Some(_))) {
                         self.obsolete_osr.push(f);
-                    }
-                    if state.native().is_some() {
-                        self.evictions_in_a_row = 0;
                     }
                     vm.set_countdown(f, state.countdown(self.initial(f)));
                 }
-                // SAFETY: the compiler built `entry` for `f` with the entry
-                // ABI (an entry shim or trampoline, `pipeline::install`),
-                // finalized it and reported it to the profilers before
-                // handing it over; the code lives as long as the compiler,
-                // which outlives the run (see `Action`).
-                Action::Entry(f, entry) => unsafe {
-                    vm.set_entry(f, entry);
-                },
+                Action::Entry(f, entry) => {
+                    self.evictions_in_a_row = 0;
+                    self.function(f).no_room_streak = 0;
+                    // SAFETY: the compiler built `entry` for `f` with the
+                    // entry ABI (an entry shim or trampoline,
+                    // `pipeline::install`), finalized it and reported it to
+                    // the profilers before handing it over; it stays until
+                    // the compiler is dropped (after the run, see `Action`)
+                    // or the function is evicted, which resets the entry
+                    // first (`Action::Evicted`).
+                    unsafe { vm.set_entry(f, entry) };
+                }
                 Action::Osr(f, osr) => {
+                    let function = self.function(f);
+                    if osr.is_some() {
+                        function.no_room_streak = 0;
+                        self.evictions_in_a_row = 0;
+                    }
                     let function = self.function(f);
                     function.pending_osr = false;
                     function.osr = Some(osr);
@@ -312,8 +326,12 @@ impl Jit {
                     if let Request::Osr { func, .. } = request {
                         self.function(func).pending_osr = false;
                     }
+                    for f in request.functions() {
+                        self.function(f).no_room_streak += 1;
+                    }
                     self.no_room = Some((request, needed));
                 }
+                Action::Freed(_) => {}
                 Action::Evicted { func, entry } => {
                     let function = self.function(func);
                     function.state = FnState::Interpreted;
@@ -337,14 +355,22 @@ impl Jit {
         }
     }
 
+    // ANCHOR: make_room
     /// After a batch found no room: has the compiler evict code that no
     /// activation runs in, applies that before anything runs again, and
     /// asks for the batch again (see the module docs).
+    ///
+    /// A batch that cannot get room now is not asked for again at once:
+    /// its functions wait twice as long after each such batch (their
+    /// threshold, doubled per batch in a row that found no room, up to
+    /// 2^12 times), so a cache full of running code costs no compile per
+    /// ask.
     fn make_room(&mut self, vm: &mut Vm<'_>) {
         let Some((request, needed)) = self.no_room.take() else {
             return;
         };
         if self.evictions_in_a_row >= MAX_EVICTIONS_IN_A_ROW {
+            self.back_off(vm, &request);
             return;
         }
         self.evictions_in_a_row += 1;
@@ -361,13 +387,28 @@ impl Jit {
             Mode::Background(background) => background.call(evict),
             Mode::Inline(None) | Mode::Stopped => return,
         };
-        let freed =
-            (actions.iter()).any(|a| matches!(a, Action::Evicted { .. } | Action::OsrFreed(_)));
+        let freed = (actions.iter()).any(|a| matches!(a, Action::Freed(n) if *n > 0));
         self.apply(vm, actions);
         if freed {
             self.run(vm, request);
+        } else {
+            self.back_off(vm, &request);
         }
     }
+
+    /// Sets the wait of the functions of a batch that found no room (see
+    /// [`Jit::make_room`]).
+    fn back_off(&mut self, vm: &mut Vm<'_>, request: &Request) {
+        for f in request.functions() {
+            let function = &self.functions[f as usize];
+            if function.state.native().is_some() {
+                continue;
+            }
+            let wait = (function.threshold.max(POLL) as u64) << function.no_room_streak.min(12);
+            vm.set_countdown(f, Countdown::After(wait.min(u32::MAX as u64 / 2) as u32));
+        }
+    }
+    // ANCHOR_END: make_room
 
     /// Frees the OSR variants made obsolete by a whole-function compile
     /// whose function has no activation now.
@@ -457,7 +498,11 @@ impl Jit {
         let function = self.function(func);
         function.osr_asks += 1;
         let (asks, pending) = (function.osr_asks, function.pending);
-        if asks < self.whole_after(vm, func) || pending {
+        let wait = match function.was_entered {
+            true => 1,
+            false => self.whole_after(vm, func),
+        };
+        if asks < wait || pending {
             return false;
         }
         let funcs = self.hot_batch(vm, func);

@@ -141,6 +141,7 @@ pub fn code_name_of(id: CodeId) -> Option<String> {
     NAMES.lock().get(index).and_then(|e| e.name.clone())
 }
 
+// ANCHOR: retire_code
 /// Retires `ids`: their code is gone (see the module docs). The ids are
 /// never reused; profiles started from now on do not name them.
 pub fn retire_code(ids: impl IntoIterator<Item = CodeId>) {
@@ -159,6 +160,7 @@ pub fn retire_code(ids: impl IntoIterator<Item = CodeId>) {
         }
     }
 }
+// ANCHOR_END: retire_code
 
 /// Forgets the names retired during the last profile (a new one starts).
 pub(crate) fn forget_retired() {
