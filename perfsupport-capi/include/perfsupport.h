@@ -139,6 +139,14 @@ typedef struct perfsupport_region {
   size_t line_count;
 } perfsupport_region;
 
+// A range of generated code that died: `size` bytes at `start`.
+typedef struct perfsupport_code_range {
+  // Address of the first byte (a region's `code`).
+  size_t start;
+  // Its size in bytes (the region's `size`).
+  size_t size;
+} perfsupport_code_range;
+
 // One thread's shadow stack, as the inline push and pop in the header see
 // it. `ids[i]` is the code id of frame `i`, root first; `depth` counts the
 // frames entered and not left (it may exceed the capacity).
@@ -225,6 +233,37 @@ int perfsupport_register(const struct perfsupport_profilers *profilers,
                          const struct perfsupport_region *regions,
                          size_t count);
 
+// Says that the code in `count` ranges is dead: it will not run again, and
+// once this returns its addresses may hold new code. Call it after the
+// last use of the code and before the memory is reused.
+//
+// What each output can know when code dies, and what the VM must do (the
+// book's "When code dies" chapter):
+//
+// - **perf map**: nothing. A map has no timestamps and no way to take a
+//   line back, so perf cannot tell two owners of one address apart. While
+//   a map is written, never give a freed range to code with another name:
+//   keep the addresses reserved (for example `mmap` them `PROT_NONE` again,
+//   which returns the memory) or reuse them only for the same function,
+//   at the same start, no larger.
+// - **jitdump**: nothing is written (the format has no unload record).
+//   Reusing the addresses is exact as long as the new code is registered
+//   (`perfsupport_register`: a new `JIT_CODE_LOAD`) before it first runs;
+//   `perf inject --jit` resolves each sample by time (record with
+//   `perf record -k 1`).
+// - **vmprof**: samples name code ids, not addresses: retire the ids of
+//   code objects that died with `perfsupport_vmprof_retire_code`.
+//
+// Returns 0; `PERFSUPPORT_EINVAL` (NULL `profilers`, NULL `ranges` with a
+// count); `PERFSUPPORT_EIO` if an output failed (it is switched off).
+//
+// # Safety
+// `profilers` comes from `perfsupport_profilers_open` and is not finished;
+// `ranges` points to `count` ranges (or `count` is 0).
+int perfsupport_retire(const struct perfsupport_profilers *profilers,
+                       const struct perfsupport_code_range *ranges,
+                       size_t count);
+
 // Call in a forked child right after `fork()`: the perf map continues in
 // the child's own file, the jitdump stops (open a new set in the child if
 // it will generate code). Returns 0 or the first failure's code.
@@ -281,6 +320,19 @@ int perfsupport_vmprof_register_code(const char *class_prefix,
                                      uint32_t line,
                                      const char *file,
                                      size_t *id);
+
+// Retires the `count` code ids in `ids` (from
+// `perfsupport_vmprof_register_code`): their code objects died. An id is
+// never handed out again; a retired name stays in the profile being
+// recorded (its samples need it) and is left out of every profile started
+// later, so a host that profiles VM after VM gets files that name only the
+// code of the VMs that ran while each was on. Unknown ids are ignored.
+//
+// Returns 0 or `PERFSUPPORT_EINVAL` (NULL `ids` with a count).
+//
+// # Safety
+// `ids` points to `count` ids (or `count` is 0).
+int perfsupport_vmprof_retire_code(const size_t *ids, size_t count);
 
 // Starts profiling into a new file at `path` (created safely: no symlink,
 // mode 0644, close-on-exec; a file of ours already there is replaced),

@@ -227,6 +227,60 @@ pub unsafe extern "C" fn perfsupport_register(
     })
 }
 
+/// A range of generated code that died: `size` bytes at `start`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfsupport_code_range {
+    /// Address of the first byte (a region's `code`).
+    pub start: usize,
+    /// Its size in bytes (the region's `size`).
+    pub size: usize,
+}
+
+/// Says that the code in `count` ranges is dead: it will not run again, and
+/// once this returns its addresses may hold new code. Call it after the
+/// last use of the code and before the memory is reused.
+///
+/// What each output can know when code dies, and what the VM must do (the
+/// book's "When code dies" chapter):
+///
+/// - **perf map**: nothing. A map has no timestamps and no way to take a
+///   line back, so perf cannot tell two owners of one address apart. While
+///   a map is written, never give a freed range to code with another name:
+///   keep the addresses reserved (for example `mmap` them `PROT_NONE` again,
+///   which returns the memory) or reuse them only for the same function,
+///   at the same start, no larger.
+/// - **jitdump**: nothing is written (the format has no unload record).
+///   Reusing the addresses is exact as long as the new code is registered
+///   (`perfsupport_register`: a new `JIT_CODE_LOAD`) before it first runs;
+///   `perf inject --jit` resolves each sample by time (record with
+///   `perf record -k 1`).
+/// - **vmprof**: samples name code ids, not addresses: retire the ids of
+///   code objects that died with `perfsupport_vmprof_retire_code`.
+///
+/// Returns 0; `PERFSUPPORT_EINVAL` (NULL `profilers`, NULL `ranges` with a
+/// count); `PERFSUPPORT_EIO` if an output failed (it is switched off).
+///
+/// # Safety
+/// `profilers` comes from `perfsupport_profilers_open` and is not finished;
+/// `ranges` points to `count` ranges (or `count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfsupport_retire(
+    profilers: *const perfsupport_profilers,
+    ranges: *const perfsupport_code_range,
+    count: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let profilers =
+            unsafe { profilers.as_ref() }.ok_or_else(|| Error::invalid("profilers is NULL"))?;
+        // SAFETY: the caller's contract.
+        let ranges = unsafe { cstr::slice(ranges, count, "ranges") }?;
+        let ranges: Vec<(usize, usize)> = ranges.iter().map(|r| (r.start, r.size)).collect();
+        failures_to_error(profilers.profilers.retire(&ranges))
+    })
+}
+
 /// Call in a forked child right after `fork()`: the perf map continues in
 /// the child's own file, the jitdump stops (open a new set in the child if
 /// it will generate code). Returns 0 or the first failure's code.

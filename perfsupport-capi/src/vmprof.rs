@@ -186,6 +186,30 @@ pub unsafe extern "C" fn perfsupport_vmprof_register_code(
     })
 }
 
+/// Retires the `count` code ids in `ids` (from
+/// `perfsupport_vmprof_register_code`): their code objects died. An id is
+/// never handed out again; a retired name stays in the profile being
+/// recorded (its samples need it) and is left out of every profile started
+/// later, so a host that profiles VM after VM gets files that name only the
+/// code of the VMs that ran while each was on. Unknown ids are ignored.
+///
+/// Returns 0 or `PERFSUPPORT_EINVAL` (NULL `ids` with a count).
+///
+/// # Safety
+/// `ids` points to `count` ids (or `count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfsupport_vmprof_retire_code(ids: *const usize, count: usize) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let ids = unsafe { cstr::slice(ids, count, "ids") }?;
+        ps::vmprof::retire_code(
+            ids.iter()
+                .filter_map(|&id| ps::vmprof::CodeId::from_raw_id(id)),
+        );
+        Ok(())
+    })
+}
+
 /// Starts profiling into a new file at `path` (created safely: no symlink,
 /// mode 0644, close-on-exec; a file of ours already there is replaced),
 /// with the interpreter name `interp_name` (1 to 255 bytes, not `pypy`)

@@ -58,11 +58,19 @@ int main(void) {
     region.line_count = 0;
     check(perfsupport_register(prof, &region, 1), PERFSUPPORT_OK, NULL, "a good region");
     check(perfsupport_register(NULL, &region, 1), PERFSUPPORT_EINVAL, "NULL", "NULL profilers");
+    perfsupport_code_range dead = {.start = (uintptr_t)code, .size = sizeof code};
+    check(perfsupport_retire(prof, &dead, 1), PERFSUPPORT_OK, NULL, "retire a region");
+    check(perfsupport_retire(prof, NULL, 1), PERFSUPPORT_EINVAL, "ranges", "retire NULL ranges");
+    check(perfsupport_retire(NULL, &dead, 1), PERFSUPPORT_EINVAL, "NULL", "retire NULL profilers");
     check(perfsupport_profilers_finish(prof), PERFSUPPORT_OK, NULL, "finish");
 
     uintptr_t id;
     check(perfsupport_vmprof_register_code("a:b", "f", 1, "x.mj", &id), PERFSUPPORT_EINVAL,
           "prefix", "a class prefix with a colon");
+    check(perfsupport_vmprof_register_code("mj", "f", 1, "x.mj", &id), PERFSUPPORT_OK, NULL,
+          "register a code");
+    check(perfsupport_vmprof_retire_code(&id, 1), PERFSUPPORT_OK, NULL, "retire it");
+    check(perfsupport_vmprof_retire_code(NULL, 1), PERFSUPPORT_EINVAL, "ids", "retire NULL ids");
     check(perfsupport_vmprof_disable(NULL), PERFSUPPORT_ESTATE, "not enabled",
           "disable when not enabled");
     check(perfsupport_vmprof_enable("p.prof", "minijit", 5), PERFSUPPORT_EINVAL, "interval",

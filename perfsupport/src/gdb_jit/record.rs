@@ -15,7 +15,7 @@ use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 pub(super) struct RegionRecord {
     pub(super) start: u64,
     size: u64,
-    name: String,
+    pub(super) name: String,
     cfi: Option<(CommonInformationEntry, FrameDescriptionEntry)>,
     /// The line table's distinct file names, indexed by `rows`.
     files: Vec<String>,

@@ -325,3 +325,39 @@ fn adjacent_regions_share_a_text_section_unless_another_objects_region_lies_betw
     );
     sink.finish().unwrap();
 }
+
+#[test]
+fn retired_code_leaves_the_debugger_and_merged_objects_are_rebuilt_without_it() {
+    let code = [0x90u8; 64];
+    let (a, b, c) = (&code[0..16], &code[16..32], &code[32..48]);
+    let sink = GdbJit::new();
+    let _counting = LIST_COUNT.lock();
+    let before = descriptor::published_count();
+    // Two batches of one region each merge into one object.
+    sink.register(&[CodeRegion::new(a, "toy:jit:a")]).unwrap();
+    sink.register(&[CodeRegion::new(b, "toy:jit:b")]).unwrap();
+    sink.register(&[CodeRegion::new(c, "toy:jit:c")]).unwrap();
+    assert_eq!(sink.published_objects(), 2);
+    let names = |sink: &GdbJit| -> Vec<String> {
+        let guard = sink.published.lock();
+        let registry = guard.as_ref().unwrap();
+        let mut names: Vec<String> = (registry.objects.iter())
+            .flat_map(|o| o.regions.iter().map(|r| r.name.clone()))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&sink), ["toy:jit:a", "toy:jit:b", "toy:jit:c"]);
+    // `a` dies: its merged object is rebuilt with `b` alone.
+    sink.retire(&[(a.as_ptr() as usize, a.len())]).unwrap();
+    assert_eq!(names(&sink), ["toy:jit:b", "toy:jit:c"]);
+    assert_eq!(sink.published_objects(), 2);
+    assert_eq!(descriptor::published_count(), before + 2);
+    // `c` dies: its object goes; an address nothing covers changes nothing.
+    sink.retire(&[(c.as_ptr() as usize, c.len()), (1, 1)])
+        .unwrap();
+    assert_eq!(names(&sink), ["toy:jit:b"]);
+    assert_eq!(descriptor::published_count(), before + 1);
+    sink.finish().unwrap();
+    assert_eq!(descriptor::published_count(), before);
+}

@@ -46,6 +46,12 @@ impl CodeId {
         CodeId(raw)
     }
 
+    /// The id whose raw value is `raw` (what a C VM keeps), if `raw` has
+    /// the shape of one (at least 8, a multiple of 4).
+    pub fn from_raw_id(raw: usize) -> Option<CodeId> {
+        (raw >= FIRST_CODE_ID && raw % CODE_ID_STEP == 0).then_some(CodeId(raw))
+    }
+
     /// The raw id, as stored in the shadow stack and in profile files.
     pub fn get(self) -> usize {
         self.0
