@@ -248,3 +248,102 @@ fn a_pending_breakpoint_on_a_toy_function_stops_there() {
         "finish:\n{output}"
     );
 }
+
+/// Where gdb stops in `toy_jit_str_len` during `tests/gdb/evict.toy` under
+/// a 16K code limit (eight functions evicted and compiled again, round
+/// after round, at reused addresses): the name of the compiled caller at
+/// each stop, in order, and the bytes of JIT objects gdb holds at the last
+/// stop (`maint info jit`).
+fn callers_under_eviction(env: &[(&str, &str)]) -> (Vec<String>, u64) {
+    let dir = std::env::temp_dir().join(format!("toyvm-gdb-evict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("evict.gdb");
+    std::fs::write(
+        &script,
+        "set breakpoint pending on\nbreak toy_jit_str_len\ncommands 1\nsilent\nmaint info jit\nbt 2\ncontinue\nend\nrun\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new("gdb");
+    cmd.args([
+        "-nx",
+        "-batch",
+        "-ex",
+        "set pagination off",
+        "-ex",
+        "set width 0",
+        "-x",
+    ])
+    .arg(&script)
+    .args([
+        "--args",
+        env!("CARGO_BIN_EXE_toyvm"),
+        "run",
+        "--jit-threshold",
+        "10",
+    ])
+    .args(["--jit-code-limit", "16K", "--gdb", "tests/gdb/evict.toy"])
+    .envs(env.iter().copied())
+    .current_dir(common::repo_root())
+    .stdin(Stdio::null());
+    let out = cmd.output().expect("run gdb");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("round 2: 493453380"),
+        "the run did not finish:\n{text}"
+    );
+    let callers = (text.lines())
+        .filter(|l| l.starts_with("#1 "))
+        .filter_map(|l| l.split(" in ").nth(1))
+        .map(|l| l.split(' ').next().unwrap_or("").to_string())
+        .collect();
+    // The last `maint info jit` table: one row per object, its size last.
+    let last = text.rsplit("jit_code_entry address").next().unwrap_or("");
+    let bytes = (last.lines().skip(1))
+        .take_while(|l| l.starts_with("0x"))
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum();
+    (callers, bytes)
+}
+
+/// Rounds the phases named in order imply (a phase earlier than the last
+/// one starts a round).
+fn rounds_named(callers: &[String]) -> usize {
+    let (mut rounds, mut last) = (0, None);
+    for name in callers {
+        let phase = name.split(':').nth(2).unwrap_or("").to_string();
+        if last.as_ref().is_none_or(|l: &String| phase < *l) {
+            rounds += 1;
+        }
+        last = Some(phase);
+    }
+    rounds
+}
+
+#[test]
+fn after_evictions_gdb_names_the_code_that_is_there_now() {
+    if !gdb_present() {
+        return;
+    }
+    let (callers, bytes) = callers_under_eviction(&[]);
+    // 3 rounds x 8 phases x 40 calls, the first calls interpreted.
+    assert!(callers.len() > 600, "{} stops", callers.len());
+    for name in &callers {
+        assert!(
+            name.starts_with("toy:jit"),
+            "an unnamed or foreign caller: {name}"
+        );
+    }
+    // Each stop names the phase running then, though all eight phases
+    // were compiled at the same address in turn.
+    assert_eq!(rounds_named(&callers), 3, "{callers:?}");
+    // Dead code left the debugger: gdb holds only the objects of live
+    // code. Negative control: left registered, dead code piles up (gdb
+    // names the newest object at an address, so the names stay right, but
+    // every freed range stays described).
+    let (_, kept) = callers_under_eviction(&[("TOYVM_GDB_KEEP_DEAD", "1")]);
+    assert!(
+        bytes > 0 && bytes * 3 < kept,
+        "{bytes} bytes of live objects, {kept} with dead code kept"
+    );
+}

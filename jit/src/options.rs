@@ -51,6 +51,11 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
 /// (the negative control of `tests/code_cache.rs`, and the book).
 pub const NO_QUARANTINE_ENV: &str = "TOYVM_NO_QUARANTINE";
 
+/// Test-only: `TOYVM_GDB_KEEP_DEAD=1` leaves dead code registered with the
+/// GDB JIT interface, to show what a stale name looks like in a debugger
+/// (the negative control of `tests/gdb.rs`).
+pub const GDB_KEEP_DEAD_ENV: &str = "TOYVM_GDB_KEEP_DEAD";
+
 /// Test-only: `TOYVM_JITDUMP_NO_UNWIND=1` leaves the unwinding records out
 /// of perf output (the negative control of `tests/perf_e2e.rs`).
 pub const NO_UNWIND_ENV: &str = "TOYVM_JITDUMP_NO_UNWIND";

@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use perfsupport::{CodeRegion, GdbJit, JitDump, PerfMap, ProfilerSink, Profilers};
 
 use crate::codegen::arena;
-use crate::options::{JitOptions, NO_QUARANTINE_ENV, NO_UNWIND_ENV};
+use crate::options::{GDB_KEEP_DEAD_ENV, JitOptions, NO_QUARANTINE_ENV, NO_UNWIND_ENV};
 
 /// The sinks `options` ask for, and a warning for each that could not be
 /// opened (the run goes on without it).
@@ -51,7 +51,10 @@ pub(super) fn open(options: &JitOptions) -> (Profilers, Vec<String>) {
         }
     }
     if options.gdb {
-        profilers.add(Box::new(GdbJit::new()));
+        match std::env::var_os(GDB_KEEP_DEAD_ENV) {
+            Some(_) => profilers.add(Box::new(KeepDead(GdbJit::new()))),
+            None => profilers.add(Box::new(GdbJit::new())),
+        }
     }
     (profilers, warnings)
 }
@@ -79,6 +82,24 @@ impl<T: ProfilerSink> ProfilerSink for Shared<T> {
 
     fn retire(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
         self.0.retire(ranges)
+    }
+}
+
+/// Test-only ([`GDB_KEEP_DEAD_ENV`]): a sink that is never told of dead
+/// code.
+struct KeepDead<T>(T);
+
+impl<T: ProfilerSink> ProfilerSink for KeepDead<T> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+        self.0.register(regions)
+    }
+
+    fn finish(&self) -> io::Result<()> {
+        self.0.finish()
     }
 }
 
