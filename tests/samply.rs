@@ -141,3 +141,114 @@ fn samply_import_names_the_hot_loop_frames() {
         &leaf_hot[..leaf_hot.len().min(3)]
     );
 }
+
+/// Each thread's samples' leaf function names, in the order of the
+/// samples (time order).
+fn leaves_by_thread(profile: &Value) -> Vec<Vec<String>> {
+    let shared = profile["shared"]["stringArray"].as_array();
+    let mut threads = Vec::new();
+    for thread in profile["threads"].as_array().expect("threads") {
+        let strings = thread["stringArray"]
+            .as_array()
+            .or(shared)
+            .expect("strings");
+        let frame = thread["stackTable"]["frame"].as_array().expect("frame");
+        let func = thread["frameTable"]["func"].as_array().expect("func");
+        let name = thread["funcTable"]["name"].as_array().expect("name");
+        let leaves = (thread["samples"]["stack"]
+            .as_array()
+            .expect("samples")
+            .iter())
+        .filter_map(|s| s.as_u64())
+        .map(|s| {
+            let f = frame[s as usize].as_u64().unwrap() as usize;
+            let fun = func[f].as_u64().unwrap() as usize;
+            let n = name[fun].as_u64().unwrap() as usize;
+            strings[n].as_str().unwrap_or("").to_string()
+        })
+        .collect();
+        threads.push(leaves);
+    }
+    threads
+}
+
+/// `examples/scripts/phases.toy` (eight functions hot one after another,
+/// in rounds) under a 16K code limit, so its code is evicted and compiled
+/// again at reused addresses: samply, reading the jitdump, names each
+/// sample for the phase running at its time (see
+/// `tests/code_cache_profiles.rs` for the check).
+#[test]
+fn samply_names_evicted_and_recompiled_code_by_time() {
+    if !common::tool_or_skip("samply", "perf", &["--version"])
+        || !common::tool_or_skip("samply", "samply", &["--version"])
+    {
+        return;
+    }
+    let work = Work::new("samply-evict");
+    let dir = work.dir.to_str().expect("utf-8 temp dir");
+    let script = common::repo_root().join("examples/scripts/phases.toy");
+    let toyvm = env!("CARGO_BIN_EXE_toyvm");
+    let record = [
+        "record",
+        "-q",
+        "-k",
+        "1",
+        "-e",
+        "cpu-clock",
+        "-F",
+        "2000",
+        "-o",
+        "perf.data",
+    ];
+    let mut args: Vec<&str> = record.to_vec();
+    args.extend([
+        "--",
+        toyvm,
+        "run",
+        "--jit-threshold",
+        "10",
+        "--jit-code-limit",
+        "16K",
+    ]);
+    args.extend([
+        "--perf-jitdump",
+        "--perf-dir",
+        dir,
+        script.to_str().unwrap(),
+        "3",
+        "20000",
+    ]);
+    run(&work, "perf", &args);
+    run(
+        &work,
+        "samply",
+        &["import", "--save-only", "-o", "profile.json", "perf.data"],
+    );
+    let text = std::fs::read_to_string(work.dir.join("profile.json")).expect("profile.json");
+    let profile: Value = serde_json::from_str(&text).expect("profile JSON");
+    let phase = |name: &str| -> Option<u32> {
+        let rest = name.strip_prefix("toy:")?;
+        let at = rest.find("phase")?;
+        rest[at + 5..].chars().next()?.to_digit(10)
+    };
+    let phases: Vec<u32> = (leaves_by_thread(&profile).into_iter())
+        .map(|leaves| leaves.iter().filter_map(|l| phase(l)).collect::<Vec<u32>>())
+        .max_by_key(Vec::len)
+        .unwrap_or_default();
+    assert!(phases.len() > 50, "{} samples in phase code", phases.len());
+    let mut distinct = phases.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(distinct.len() >= 6, "phases sampled: {distinct:?}");
+    let (mut rounds, mut last) = (0, None);
+    for &p in &phases {
+        if last.is_none_or(|l| p < l) {
+            rounds += 1;
+        }
+        last = Some(p);
+    }
+    assert!(
+        rounds <= 3,
+        "the samples in time order imply {rounds} rounds: {phases:?}"
+    );
+}
