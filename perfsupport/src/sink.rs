@@ -21,11 +21,17 @@
 //!    [`eh_frame_for_register_frame`](crate::unwind::eh_frame_for_register_frame)
 //!    bytes and pass them to libgcc's `__register_frame` so Rust panics and
 //!    backtraces can cross JIT frames.
-//! 5. **In a forked child,** right after `fork()`: call
+//! 5. **When code dies** (evicted, replaced, freed with its VM): call
+//!    [`Profilers::retire`] with its ranges before the memory is reused
+//!    (the GDB JIT interface unregisters it; see [`ProfilerSink::retire`]
+//!    for what each sink can know). While a perf map is written, never give
+//!    a freed range to code with another name: the map cannot say that code
+//!    died.
+//! 6. **In a forked child,** right after `fork()`: call
 //!    [`Profilers::after_fork_child`]. The perf map continues in the child's
 //!    own `perf-<child pid>.map`; the jitdump stops writing (create a new
 //!    [`JitDump`](crate::JitDump) in the child if it will JIT).
-//! 6. **At exit:** [`Profilers::finish`]. The files stay for `perf report`
+//! 7. **At exit:** [`Profilers::finish`]. The files stay for `perf report`
 //!    and `perf inject`.
 //!
 //! ```
