@@ -242,3 +242,31 @@ fn under_perf_every_sample_names_the_script_that_ran() {
         "the control shows no stale name in {named} samples"
     );
 }
+
+#[test]
+fn one_vmprof_profile_for_the_whole_process_names_every_vms_code() {
+    let dir = std::env::temp_dir().join(format!("toyvm-embed-whole-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("all.prof");
+    let p = path.to_string_lossy().into_owned();
+    let out = embed(&["--vmprof", &p, "--threads", "2", "40", ALPHA, BETA], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let profile = perfsupport::vmprof::read_profile(&path).expect("the profile");
+    let _ = std::fs::remove_dir_all(&dir);
+    let leaf_named = |what: &str| {
+        (profile.samples.iter())
+            .filter_map(|s| s.stack.last())
+            .filter_map(|&id| profile.name(id))
+            .filter(|name| name.starts_with(&format!("toy:{what}:")))
+            .count()
+    };
+    // Both scripts ran on both threads, all into one file.
+    assert!(
+        leaf_named("alpha") > 0 && leaf_named("beta") > 0,
+        "{} samples",
+        profile.samples.len()
+    );
+    let threads: std::collections::HashSet<u64> =
+        profile.samples.iter().map(|s| s.thread).collect();
+    assert!(threads.len() >= 2, "samples from {} threads", threads.len());
+}
