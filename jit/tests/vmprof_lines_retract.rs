@@ -3,6 +3,8 @@
 //! A dropped JIT frees its code memory, so it must retract those tables
 //! first: otherwise the next code mapped at those addresses (another JIT's,
 //! in a process that runs many VMs in turn) would be given the old lines.
+//! Retracted tables are freed, so the tables held come back to where they
+//! were after every run.
 //!
 //! Its own test binary: the counts are process-wide, and no other test may
 //! publish tables meanwhile.

@@ -20,16 +20,24 @@
 //!
 //! # Signal safety
 //!
-//! The regions form a singly linked list of leaked nodes, pushed at the
-//! front with one atomic compare-and-swap (writers also take a mutex, so
-//! that only one pushes at a time). The handler walks it with acquire loads
-//! and binary-searches a node's rows: no lock, no allocation, and a node
-//! never changes after it is published, except its `end`, which
-//! [`retract_code_lines`] sets to 0 (one atomic store). Nodes are never
-//! freed, since a handler may be reading one at any moment: a region costs
-//! its rows' memory until the process exits. A JIT that frees code retracts
-//! its tables first ([`retract_many_code_lines`]; toyvm's `CodeGen` does it
-//! when dropped), so later code at the same addresses is never given them.
+//! The regions form a singly linked list of boxed nodes, pushed at the
+//! front (writers take a mutex, so that only one changes the list at a
+//! time). The handler walks it with acquire loads and binary-searches a
+//! node's rows: no lock, no allocation, and a node's rows never change
+//! after it is published.
+//!
+//! **Retraction** ([`retract_many_code_lines`]; toyvm's `CodeGen` calls it
+//! before it frees a chunk of code) sets the node's `end` to 0 (no handler
+//! matches it from then on), unlinks it, and frees it once no handler can
+//! still be reading it. Each handler walk counts itself in `READERS` (a
+//! SeqCst increment before it loads `HEAD`, a decrement after its last
+//! read); the writer unlinks (SeqCst), then waits until it sees `READERS`
+//! at 0. A walk that began before the unlink is counted and waited for; one
+//! that began after cannot reach the node. The wait is for handlers that
+//! are running (microseconds), never for one that has to be scheduled by
+//! the waiting thread: a handler interrupting the writer itself runs to
+//! completion first. So a JIT that frees its code gives the tables' memory
+//! back too, and later code at the same addresses is never given them.
 //!
 //! The walk is linear in the number of regions: a few microseconds for a
 //! thousand regions, once per sample.
@@ -91,13 +99,19 @@ struct Region {
     end: AtomicUsize,
     /// Sorted by offset, the first at offset 0 (checked when published).
     rows: Box<[CodeLineRow]>,
-    next: *const Region,
+    /// The region published before it (changed only by the writer, when it
+    /// unlinks a retracted region).
+    next: AtomicPtr<Region>,
 }
 
 /// The newest region; each points to the one published before it.
 static HEAD: AtomicPtr<Region> = AtomicPtr::new(std::ptr::null_mut());
 /// Serialises writers (never taken by the handler).
 static PUBLISH: Mutex<()> = Mutex::new(());
+/// Handler walks of the list in progress (see the module docs).
+static READERS: AtomicUsize = AtomicUsize::new(0);
+/// Tables published since the process started.
+static PUBLISHED: AtomicUsize = AtomicUsize::new(0);
 
 // ANCHOR: publish_code_lines
 /// Publishes the line table of the machine code `start .. start + len`:
@@ -118,15 +132,16 @@ pub fn publish_code_lines(start: *const u8, len: usize, mut rows: Vec<CodeLineRo
         start: start as usize,
         end: AtomicUsize::new((start as usize).saturating_add(len)),
         rows: rows.into_boxed_slice(),
-        next: HEAD.load(Ordering::Acquire),
+        next: AtomicPtr::new(HEAD.load(Ordering::Acquire)),
     });
     // Release: the node is complete before a handler can reach it.
     HEAD.store(Box::into_raw(region), Ordering::Release);
+    PUBLISHED.fetch_add(1, Ordering::Relaxed);
 }
 // ANCHOR_END: publish_code_lines
 
 /// Stops using the table published for the code at `start` (e.g. before
-/// that code is freed). Its memory stays (see the module docs).
+/// that code is freed) and frees it (see the module docs).
 pub fn retract_code_lines(start: *const u8) {
     retract_many_code_lines([start]);
 }
@@ -137,49 +152,81 @@ pub fn retract_many_code_lines(starts: impl IntoIterator<Item = *const u8>) {
     let mut starts: Vec<usize> = starts.into_iter().map(|p| p as usize).collect();
     starts.sort_unstable();
     let _writer = PUBLISH.lock();
-    let mut node = HEAD.load(Ordering::Acquire).cast_const();
-    // SAFETY: nodes are leaked boxes, never freed, immutable but for `end`.
-    while let Some(region) = unsafe { node.as_ref() } {
+    // Unlink every matching node: `link` is the pointer that leads to the
+    // current node (`HEAD` or the previous node's `next`).
+    let mut unlinked: Vec<*mut Region> = Vec::new();
+    let mut link: &AtomicPtr<Region> = &HEAD;
+    loop {
+        let node = link.load(Ordering::Acquire);
+        // SAFETY: nodes in the list are live boxes; only this writer (under
+        // `PUBLISH`) unlinks or frees them.
+        let Some(region) = (unsafe { node.as_ref() }) else {
+            break;
+        };
         if starts.binary_search(&region.start).is_ok() {
             region.end.store(0, Ordering::Release);
+            link.store(region.next.load(Ordering::Acquire), Ordering::SeqCst);
+            unlinked.push(node);
+        } else {
+            link = &region.next;
         }
-        node = region.next;
+    }
+    if unlinked.is_empty() {
+        return;
+    }
+    // Walks that may have reached an unlinked node are counted in READERS;
+    // walks that start now cannot reach one.
+    while READERS.load(Ordering::SeqCst) != 0 {
+        std::hint::spin_loop();
+        std::thread::yield_now();
+    }
+    for node in unlinked {
+        // SAFETY: the node came from `Box::into_raw` in `publish_code_lines`,
+        // is unreachable from `HEAD`, and no handler walk that could hold
+        // it is still running (READERS was 0 after the unlink).
+        drop(unsafe { Box::from_raw(node) });
     }
 }
 
 /// How many line tables were published in this process, and how many of
-/// them are still in use (not retracted): a JIT that frees its code should
-/// leave the second number where it found it.
+/// them are still held (published and not retracted: retracted tables are
+/// freed): a JIT that frees its code should leave the second number where
+/// it found it.
 pub fn table_counts() -> (usize, usize) {
     let _writer = PUBLISH.lock();
-    let (mut published, mut live) = (0, 0);
+    let mut live = 0;
     let mut node = HEAD.load(Ordering::Acquire).cast_const();
-    // SAFETY: nodes are leaked boxes, never freed, immutable but for `end`.
+    // SAFETY: nodes in the list are live boxes, freed only under `PUBLISH`.
     while let Some(region) = unsafe { node.as_ref() } {
-        published += 1;
-        live += usize::from(region.end.load(Ordering::Acquire) != 0);
-        node = region.next;
+        live += 1;
+        node = region.next.load(Ordering::Acquire);
     }
-    (published, live)
+    (PUBLISHED.load(Ordering::Relaxed), live)
 }
 
 // ANCHOR: lookup
 /// The row of the machine code at `pc`, if a published region holds it.
 /// Async-signal-safe: atomic loads and a binary search.
 pub fn lookup(pc: usize) -> Option<CodeLineRow> {
-    let mut node = HEAD.load(Ordering::Acquire).cast_const();
-    // SAFETY: nodes are leaked boxes, never freed; everything but `end` is
-    // immutable once the release store of `HEAD` published it.
+    // Counted before the first load of the list (see the module docs).
+    READERS.fetch_add(1, Ordering::SeqCst);
+    let mut found = None;
+    let mut node = HEAD.load(Ordering::SeqCst).cast_const();
+    // SAFETY: a node reachable when this walk began is not freed before
+    // READERS goes back down (the writer waits for it); its rows are
+    // immutable once the release store that linked it published it.
     while let Some(region) = unsafe { node.as_ref() } {
         if region.start <= pc && pc < region.end.load(Ordering::Acquire) {
             let offset = u32::try_from(pc - region.start).unwrap_or(u32::MAX);
             // The last row at or before `offset` (row 0 is at offset 0).
             let at = region.rows.partition_point(|row| row.offset <= offset);
-            return Some(region.rows[at.max(1) - 1]);
+            found = Some(region.rows[at.max(1) - 1]);
+            break;
         }
-        node = region.next;
+        node = region.next.load(Ordering::Acquire);
     }
-    None
+    READERS.fetch_sub(1, Ordering::SeqCst);
+    found
 }
 // ANCHOR_END: lookup
 
@@ -235,5 +282,47 @@ mod tests {
         assert_eq!(lookup(start as usize), Some(row(0, u32::MAX, 0)));
         assert_eq!(lookup(start as usize + 5), Some(row(4, 1, 9)));
         retract_code_lines(start);
+    }
+
+    #[test]
+    fn retracted_tables_are_freed_while_other_threads_look_up() {
+        use std::sync::atomic::AtomicBool;
+        let code = vec![0u8; 4096];
+        let base = code.as_ptr() as usize;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut found = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for k in 0..64 {
+                            if let Some(row) = lookup(base + k * 64 + 3) {
+                                // Whatever it finds is a row of that region.
+                                assert_eq!(row.key, k as u32);
+                                found += 1;
+                            }
+                        }
+                    }
+                    found
+                })
+            })
+            .collect();
+        for _ in 0..2000 {
+            for k in 0..64usize {
+                let start = (base + k * 64) as *const u8;
+                publish_code_lines(start, 64, vec![row(0, k as u32, 1)]);
+            }
+            retract_many_code_lines((0..64).map(|k| (base + k * 64) as *const u8));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for reader in readers {
+            reader.join().expect("a reader panicked");
+        }
+        // (Other tests publish too: the count of tables held is checked
+        // by jit/tests/vmprof_lines_retract.rs, in a process of its own.)
+        for k in 0..64 {
+            assert_eq!(lookup(base + k * 64 + 3), None);
+        }
     }
 }
