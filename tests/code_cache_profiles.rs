@@ -118,7 +118,13 @@ fn perf_leaves(
         input = injected;
     }
     let out = work.perf(
-        &["script", "-i", input.to_str().unwrap(), "-F", "time,ip,sym"],
+        &[
+            "script",
+            "-i",
+            input.to_str().unwrap(),
+            "-F",
+            "pid,time,ip,sym",
+        ],
         &[],
     );
     assert!(
@@ -126,12 +132,14 @@ fn perf_leaves(
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect(),
-    )
+    let lines: Vec<String> = (String::from_utf8_lossy(&out.stdout).lines())
+        .map(str::to_string)
+        .collect();
+    // The recorded toyvm's perf map (perf has read it).
+    if let Some(pid) = lines.first().and_then(|l| l.split_whitespace().next()) {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+    Some(lines)
 }
 
 fn phases_in(lines: &[String]) -> Vec<usize> {

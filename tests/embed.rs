@@ -198,11 +198,15 @@ fn mixed_stacks(threads: &str, env: &[(&str, &str)]) -> Option<(usize, usize)> {
         .expect("perf record");
     assert!(record.status.success(), "{}", text(&record.stderr));
     let script = work.perf(
-        &["script", "-i", data.to_str().unwrap(), "-F", "ip,sym"],
+        &["script", "-i", data.to_str().unwrap(), "-F", "pid,ip,sym"],
         &[],
     );
     assert!(script.status.success(), "{}", text(&script.stderr));
     let out = text(&script.stdout);
+    // The recorded process's perf map (perf has read it).
+    if let Some(pid) = out.split_whitespace().next() {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
     let (mut mixed, mut named) = (0, 0);
     for stack in out.split("\n\n") {
         let files = stack_files(stack);

@@ -347,3 +347,90 @@ fn after_evictions_gdb_names_the_code_that_is_there_now() {
         "{bytes} bytes of live objects, {kept} with dead code kept"
     );
 }
+
+/// What gdb says, at every stop in `toy_jit_str_len` during
+/// `tests/gdb/evict.toy` under a 16K code limit and a perf map (whose
+/// quarantine keeps freed addresses unused), of the address of the first
+/// compiled caller it stopped in (`phase0`'s code in round 0): the lines of
+/// `info symbol` at each stop.
+fn first_address_over_time(env: &[(&str, &str)]) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("toyvm-gdb-freed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("freed.gdb");
+    std::fs::write(
+        &script,
+        "set $first = 0\nset breakpoint pending on\nbreak toy_jit_str_len\ncommands 1\nsilent\nup\n\
+         if $first == 0\nset $first = $pc\nend\ninfo symbol $first\ncontinue\nend\nrun\n",
+    )
+    .unwrap();
+    let out = Command::new("gdb")
+        .args([
+            "-nx",
+            "-batch",
+            "-ex",
+            "set pagination off",
+            "-ex",
+            "set width 0",
+            "-x",
+        ])
+        .arg(&script)
+        .args([
+            "--args",
+            env!("CARGO_BIN_EXE_toyvm"),
+            "run",
+            "--perf",
+            "--jit-threshold",
+        ])
+        .args([
+            "10",
+            "--jit-code-limit",
+            "16K",
+            "--gdb",
+            "tests/gdb/evict.toy",
+        ])
+        .envs(env.iter().copied())
+        .current_dir(common::repo_root())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run gdb");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("round 2: 493453380"),
+        "the run did not finish:\n{text}"
+    );
+    // `[Inferior 1 (process N) exited normally]`: remove its perf map.
+    if let Some(pid) = (text.split("(process ").nth(1)).and_then(|t| t.split(')').next()) {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+    (text.lines())
+        .filter(|l| l.starts_with("toy:") || l.starts_with("No symbol matches"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_freed_address_resolves_to_nothing_in_gdb() {
+    if !gdb_present() {
+        return;
+    }
+    let answers = first_address_over_time(&[]);
+    assert!(answers.len() > 600, "{} stops", answers.len());
+    assert!(answers[0].starts_with("toy:jit:phase0:"), "{}", answers[0]);
+    // Once phase0's first code is evicted, its address names nothing.
+    let gone = answers
+        .iter()
+        .position(|a| a.starts_with("No symbol"))
+        .expect("never freed");
+    assert!(
+        answers[gone..].iter().all(|a| a.starts_with("No symbol")),
+        "a freed address got a name back: {:?}",
+        &answers[gone..]
+    );
+    // Negative control: left registered, dead code keeps its name.
+    let stale = first_address_over_time(&[("TOYVM_GDB_KEEP_DEAD", "1")]);
+    assert!(
+        stale.iter().all(|a| a.starts_with("toy:jit:phase0:")),
+        "the control lost the name"
+    );
+}

@@ -49,7 +49,7 @@ impl CodeId {
     /// The id whose raw value is `raw` (what a C VM keeps), if `raw` has
     /// the shape of one (at least 8, a multiple of 4).
     pub fn from_raw_id(raw: usize) -> Option<CodeId> {
-        (raw >= FIRST_CODE_ID && raw % CODE_ID_STEP == 0).then_some(CodeId(raw))
+        (raw >= FIRST_CODE_ID && raw.is_multiple_of(CODE_ID_STEP)).then_some(CodeId(raw))
     }
 
     /// The raw id, as stored in the shadow stack and in profile files.
