@@ -51,6 +51,16 @@ struct Unit {
     age: u64,
 }
 
+/// One chunk as eviction sees it.
+struct ChunkRank {
+    /// The units with code in it.
+    units: Vec<(u32, Kind)>,
+    /// It holds only OSR variants made obsolete (these go first).
+    all_obsolete: bool,
+    /// The age of its warmest unit.
+    age: u64,
+}
+
 /// Counts for `--jit-stats`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CacheStats {
@@ -163,30 +173,34 @@ impl CodeCache {
         }
         // Each chunk: the units with code in it, and its rank (a chunk is
         // as warm as its warmest unit; all-obsolete chunks first).
-        let mut chunks: HashMap<ChunkId, (Vec<(u32, Kind)>, bool, u64)> = HashMap::new();
+        let mut chunks: HashMap<ChunkId, ChunkRank> = HashMap::new();
         for (f, units) in self.units.iter().enumerate() {
             for (k, unit) in [Kind::Body, Kind::Osr].into_iter().zip(units) {
                 let Some(unit) = unit else { continue };
                 let first = k == Kind::Osr && obsolete(f as u32);
                 for &c in &unit.chunks {
-                    let entry = chunks.entry(c).or_insert((Vec::new(), true, 0));
-                    if !entry.0.contains(&(f as u32, k)) {
-                        entry.0.push((f as u32, k));
+                    let rank = chunks.entry(c).or_insert(ChunkRank {
+                        units: Vec::new(),
+                        all_obsolete: true,
+                        age: 0,
+                    });
+                    if !rank.units.contains(&(f as u32, k)) {
+                        rank.units.push((f as u32, k));
                     }
-                    entry.1 &= first;
-                    entry.2 = entry.2.max(unit.age);
+                    rank.all_obsolete &= first;
+                    rank.age = rank.age.max(unit.age);
                 }
             }
         }
         let mut order: Vec<(bool, u64, ChunkId)> = (chunks.iter())
             .filter(|(c, _)| !tried.contains(c))
-            .map(|(&c, &(_, first, age))| (!first, age, c))
+            .map(|(&c, rank)| (!rank.all_obsolete, rank.age, c))
             .collect();
         order.sort_unstable();
         for (_, _, c) in order {
             tried.insert(c);
             let mut all = Vec::new();
-            for &(f, k) in &chunks[&c].0 {
+            for &(f, k) in &chunks[&c].units {
                 for unit in self.with_direct_callers(f, k) {
                     if !all.contains(&unit) {
                         all.push(unit);
