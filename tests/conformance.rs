@@ -209,3 +209,56 @@ fn conformance_suite() {
         TIERS.len()
     );
 }
+
+/// The tiers with `--jit-code-limit 12K` do evict and compile again: the
+/// suite's evictions and recompiles under that limit (compiled on the
+/// interpreter's thread, so the counts are the same on every run), from
+/// `--jit-stats` (which the tiers above leave out: their stderr must match).
+#[test]
+fn the_code_limit_tier_evicts_and_compiles_again() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    programs(&root.join("tests/conformance"), &mut files);
+    let counts = common::parallel_map(&files, |path| {
+        let name = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let source = std::fs::read_to_string(path).expect("readable program");
+        let args = Expectation::parse(&source)
+            .map(|e| e.args)
+            .unwrap_or_default();
+        let mut argv = vec![
+            "run",
+            "--jit-threshold",
+            "2",
+            "--jit-code-limit",
+            "12K",
+            "--jit-stats",
+        ];
+        argv.push(&name);
+        argv.extend(args.iter().map(String::as_str));
+        let run = toyvm_in(&root, &argv, &[]);
+        let number = |what: &str| -> u64 {
+            (run.stderr.lines())
+                .filter_map(|l| l.strip_prefix("jit-stats (code cache): "))
+                .filter_map(|l| {
+                    l.split(&format!(" {what}"))
+                        .next()?
+                        .rsplit(' ')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum()
+        };
+        (number("evictions"), number("recompiles"))
+    });
+    let evictions: u64 = counts.iter().map(|c| c.0).sum();
+    let recompiles: u64 = counts.iter().map(|c| c.1).sum();
+    assert!(
+        evictions > 0 && recompiles > 0,
+        "{evictions} evictions, {recompiles} recompiles"
+    );
+}
