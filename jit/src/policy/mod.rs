@@ -309,15 +309,14 @@ impl Jit {
                     unsafe { vm.set_entry(f, entry) };
                 }
                 Action::Osr(f, osr) => {
-                    let function = self.function(f);
                     if osr.is_some() {
-                        function.no_room_streak = 0;
                         self.evictions_in_a_row = 0;
                     }
                     let function = self.function(f);
                     function.pending_osr = false;
                     function.osr = Some(osr);
                     if osr.is_some() {
+                        function.no_room_streak = 0;
                         function.osr_asks = function.osr_asks.max(1);
                     }
                 }
