@@ -3,7 +3,7 @@
 //! is completed (trailer and all), and toyvm exits with the shell's
 //! convention, 128 + the signal number (130, 143, 129).
 //!
-//! # Design: a signal thread, not a signal handler
+//! # Design: handlers that only wake a signal thread
 //!
 //! A handler runs on top of whatever the interrupted thread was doing; it
 //! may only make async-signal-safe calls. Writing out the output buffer
@@ -11,10 +11,25 @@
 //! instruction of the VM, and completing the profile means stopping the
 //! sampler and joining its writer thread, which no handler may do.
 //!
-//! Instead the three signals are *blocked* in every thread (the mask is set
-//! here, on the main thread, before any other thread exists; threads
-//! inherit it) and one thread takes them with `sigwait(2)`. It runs ordinary
-//! code, so it may lock, write and join. On a signal it:
+//! So the handler (installed by `signal-hook`) only writes a byte to a pipe,
+//! and a thread of its own, `toyvm-signals`, reads the pipe and does the
+//! work in ordinary code, where it may lock, write and join.
+//!
+//! The signals are still *delivered*, to a handler, so a debugger sees them:
+//! under gdb, Ctrl-C stops the program (gdb shows the signal before the
+//! handler runs) instead of ending it. Taking them with `sigwait(2)`, as
+//! toyvm once did, dequeues them undelivered: gdb, strace and `perf trace`
+//! never saw them. Which thread takes them matters too: they are blocked in
+//! every thread but the one that runs the VM (the main thread blocks them
+//! before any other thread exists; the VM's thread unblocks them when its
+//! run starts; the sampler's and the compiler's threads are
+//! [`perfsupport::threads::spawn_helper`] threads), so gdb stops with the
+//! VM's thread current and `bt` shows the Toy frames.
+//!
+//! A signal that was ignored when toyvm started (`nohup`, `trap '' INT`,
+//! a background job's SIGINT) stays ignored: no handler is installed for it.
+//!
+//! On a signal the thread:
 //!
 //! 1. seals the run's output ([`vm::runtime::PendingOutput::seal`]): waits
 //!    until no `print` (interpreted or compiled: both use the same buffer)
@@ -39,6 +54,8 @@ use std::io::Write;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use signal_hook::iterator::Signals;
+
 use vm::driver::OutputHook;
 use vm::runtime::PendingOutput;
 
@@ -49,59 +66,85 @@ const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHU
 const SEAL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and so in every thread
-/// started after it) and starts the thread that handles them. Returns the
-/// hook that tells that thread which output to complete.
+/// started after it), installs their handlers (except for a signal that is
+/// ignored now) and starts the thread that handles them. Returns the hook
+/// that the VM's thread calls when its run starts: it unblocks the signals
+/// there and tells the signal thread which output to complete.
 ///
 /// Call it from the main thread before any other thread exists, and only
 /// for `toyvm run` (child processes would inherit the blocked mask).
 pub fn stop_cleanly_on_signals() -> std::io::Result<OutputHook> {
-    let set = stop_signal_set();
+    let set = signal_set(&STOP_SIGNALS);
     // SAFETY: `set` is an initialised sigset; pthread_sigmask only changes
     // this thread's mask.
     let error = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     if error != 0 {
         return Err(std::io::Error::from_raw_os_error(error));
     }
+    let unblock = || {
+        // SAFETY: as above.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    };
+    let handled: Vec<libc::c_int> = STOP_SIGNALS
+        .into_iter()
+        .filter(|&signal| !ignored(signal))
+        .collect();
+    let mut signals = match Signals::new(&handled) {
+        Ok(signals) => signals,
+        Err(e) => {
+            unblock();
+            return Err(e);
+        }
+    };
     let output: Arc<OnceLock<PendingOutput>> = Arc::new(OnceLock::new());
     let watched = Arc::clone(&output);
     let spawned = std::thread::Builder::new()
         .name("toyvm-signals".into())
         .spawn(move || {
-            let signal = wait_for_stop_signal(&set);
-            stop(signal, watched.get());
+            if let Some(signal) = signals.forever().next() {
+                stop(signal, watched.get());
+            }
         });
     if let Err(e) = spawned {
         // Nobody would take the signals: let them act as before.
-        // SAFETY: as above.
-        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+        for signal in handled {
+            // SAFETY: restores the default action of a signal whose handler
+            // would only write to a pipe nobody reads.
+            unsafe { libc::signal(signal, libc::SIG_DFL) };
+        }
+        unblock();
         return Err(e);
     }
     Ok(Arc::new(move |pending| {
         let _ = output.set(pending);
+        let set = signal_set(&STOP_SIGNALS);
+        // SAFETY: as above; this runs on the VM's thread, which is to take
+        // the signals from now on.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
     }))
 }
 
-fn stop_signal_set() -> libc::sigset_t {
+/// True if `signal`'s action is SIG_IGN (inherited from whoever started us).
+fn ignored(signal: libc::c_int) -> bool {
+    // SAFETY: a zeroed sigaction is a valid out value; a null new action
+    // only reads the current one.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
     // SAFETY: sigemptyset initialises the zeroed set; sigaddset only sets
     // bits of valid signal numbers in it.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for signal in STOP_SIGNALS {
+        for &signal in signals {
             libc::sigaddset(&mut set, signal);
         }
         set
-    }
-}
-
-/// Waits until one of the blocked stop signals is pending and takes it.
-fn wait_for_stop_signal(set: &libc::sigset_t) -> libc::c_int {
-    loop {
-        let mut signal: libc::c_int = 0;
-        // SAFETY: `set` is initialised and `signal` is a valid out pointer.
-        if unsafe { libc::sigwait(set, &mut signal) } == 0 {
-            return signal;
-        }
     }
 }
 

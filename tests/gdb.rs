@@ -434,3 +434,119 @@ fn a_freed_address_resolves_to_nothing_in_gdb() {
         "the control lost the name"
     );
 }
+
+/// The direct children of process `parent` (from `/proc/*/stat`).
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold blanks, so split after ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Ctrl-C under gdb: a real SIGINT sent to the program (not a breakpoint)
+/// stops it in gdb, with the VM's thread current, and `bt` names the Toy
+/// frames. toyvm once took the signal with sigwait(2), undelivered: gdb
+/// never saw it and the program exited with 130 (`No stack.`).
+#[test]
+fn ctrl_c_under_gdb_stops_the_program_in_the_vms_thread() {
+    if !gdb_present() {
+        return;
+    }
+    let mut gdb = Command::new("gdb")
+        .args([
+            "-nx",
+            "-batch",
+            "-ex",
+            "set pagination off",
+            "-ex",
+            "set width 0",
+        ])
+        .args(["-ex", "set startup-with-shell off", "-ex", "run"])
+        .args(["-ex", "info threads", "-ex", "bt", "--args"])
+        .arg(env!("CARGO_BIN_EXE_toyvm"))
+        .args([
+            "run",
+            "--jit-threshold",
+            "0",
+            "--gdb",
+            SCRIPT,
+            "1000000000000",
+        ])
+        .current_dir(common::repo_root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gdb");
+    let mut lines = BufReader::new(gdb.stdout.take().expect("stdout")).lines();
+    let mut output = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("read gdb's stdout");
+        let ready = line.starts_with("ready");
+        output.push_str(&line[..line.len().min(200)]);
+        output.push('\n');
+        if ready {
+            break;
+        }
+    }
+    assert!(
+        output.contains("ready"),
+        "the program did not start:\n{output}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let program = children_of(gdb.id());
+    assert_eq!(program.len(), 1, "gdb's children: {program:?}\n{output}");
+    // SAFETY: kill only sends a signal to the process found above.
+    assert_eq!(unsafe { libc::kill(program[0] as i32, libc::SIGINT) }, 0);
+    for line in lines {
+        output.push_str(&line.expect("read gdb's stdout"));
+        output.push('\n');
+    }
+    let status = gdb.wait().expect("wait for gdb");
+    let mut errors = String::new();
+    std::io::Read::read_to_string(&mut gdb.stderr.take().expect("stderr"), &mut errors)
+        .expect("read gdb's stderr");
+    let all = format!("{output}{errors}");
+    assert!(status.success(), "gdb failed:\n{all}");
+    assert!(
+        all.contains("received signal SIGINT"),
+        "gdb did not see the SIGINT:\n{all}"
+    );
+    assert!(
+        !all.contains("exited with code"),
+        "the program ended:\n{all}"
+    );
+    // The current thread (`*` in `info threads`) is the VM's: toyvm's main
+    // thread, named after the program, not toyvm-signals or toyvm-jit.
+    let current = all
+        .lines()
+        .find(|l| l.starts_with('*'))
+        .unwrap_or_else(|| panic!("no current thread:\n{all}"));
+    assert!(
+        current.contains("\"toyvm\"") && !current.contains("toyvm-"),
+        "the current thread is not the VM's: {current}\n{all}"
+    );
+    let frames = frames(&all);
+    for function in [":spin:", ":middle:", ":outer:", ":<main>:"] {
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.contains("toy:jit") && f.contains(function)),
+            "no compiled {function} frame:\n{all}"
+        );
+    }
+}

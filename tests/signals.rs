@@ -118,3 +118,55 @@ fn report_salvages_a_profile_without_trailer_with_a_warning() {
     );
     assert!(stdout.contains("step"), "{stdout}");
 }
+
+/// A signal ignored when toyvm starts (`nohup`, `trap '' INT`, a background
+/// job's SIGINT) stays ignored: the run goes on, and a signal that is not
+/// ignored still stops it cleanly. toyvm once exited with 129 under `nohup`
+/// at the first SIGHUP.
+#[test]
+fn a_signal_ignored_at_start_stays_ignored() {
+    use std::os::unix::process::CommandExt;
+    let dir = temp_dir();
+    let script = dir.join("long-ignored.toy");
+    std::fs::write(&script, SCRIPT).expect("script");
+    for tier in [&["--no-jit"][..], &["--jit-threshold", "0"]] {
+        let out_path = dir.join("out-ignored.txt");
+        let out = std::fs::File::create(&out_path).expect("stdout file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toyvm"));
+        command
+            .arg("run")
+            .args(tier)
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(Stdio::piped());
+        // SAFETY: between fork and exec, only async-signal-safe signal(2).
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("spawn toyvm");
+        std::thread::sleep(Duration::from_millis(500));
+        for signal in [libc::SIGHUP, libc::SIGINT] {
+            // SAFETY: kill only sends a signal to our child.
+            assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "{tier:?}: an ignored signal ended the run"
+        );
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let output = child.wait_with_output().expect("wait");
+        assert_eq!(output.status.code(), Some(143), "{tier:?}");
+        assert_eq!(
+            std::fs::read_to_string(&out_path).expect("stdout"),
+            "0\n1\n2\n3\n4\n",
+            "{tier:?}"
+        );
+    }
+}

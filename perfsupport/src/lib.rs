@@ -71,6 +71,7 @@
 //! | [`gdb_jit`] | [`GdbJit`] |
 //! | [`unwind`] | how a VM describes its frames ([`CallFrameInfo`], [`unwind::x86_64`]), the room to leave after each region, the `__register_frame` section |
 //! | [`vmprof`] | the vmprof API |
+//! | [`threads`] | [`threads::spawn_helper`]: helper threads that leave the host's signals alone |
 //!
 //! Private: `validation` ([`CodeRegion::validate`]; it builds the jitdump's
 //! unwind payload, so it sits above both `region` and `jitdump`), `eh_frame`
@@ -85,6 +86,7 @@ pub mod jitdump;
 pub mod perf_map;
 pub mod region;
 pub mod sink;
+pub mod threads;
 pub mod unwind;
 pub mod vmprof;
 

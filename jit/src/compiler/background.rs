@@ -81,33 +81,32 @@ impl Background {
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
             .map(Duration::from_micros);
-        let thread = std::thread::Builder::new()
-            .name(THREAD_NAME.into())
-            .spawn(move || {
-                let main = program.vmprof_main();
-                let frame = compiler_frame();
-                let mut compiler = compiler;
-                while let Ok(request) = inbox.recv() {
-                    if stopped.load(Ordering::Acquire) {
-                        break;
-                    }
-                    if let Some(delay) = delay {
-                        std::thread::sleep(delay);
-                    }
-                    let mut out = Vec::new();
-                    {
-                        let _root = main.map(vmprof::vmprof_execute_code);
-                        let _frame = frame.map(vmprof::vmprof_execute_code);
-                        compiler.run(&program, &request, &mut out);
-                    }
-                    let evicted = matches!(request, Request::Evict { .. });
-                    if outbox.send((evicted, out)).is_err() {
-                        break;
-                    }
+        // A helper thread: Ctrl-C and friends go to the interpreter's thread.
+        let thread = perfsupport::threads::spawn_helper(THREAD_NAME, move || {
+            let main = program.vmprof_main();
+            let frame = compiler_frame();
+            let mut compiler = compiler;
+            while let Ok(request) = inbox.recv() {
+                if stopped.load(Ordering::Acquire) {
+                    break;
                 }
-                compiler
-            })
-            .map_err(|e| format!("cannot start the compiler thread: {e}"))?;
+                if let Some(delay) = delay {
+                    std::thread::sleep(delay);
+                }
+                let mut out = Vec::new();
+                {
+                    let _root = main.map(vmprof::vmprof_execute_code);
+                    let _frame = frame.map(vmprof::vmprof_execute_code);
+                    compiler.run(&program, &request, &mut out);
+                }
+                let evicted = matches!(request, Request::Evict { .. });
+                if outbox.send((evicted, out)).is_err() {
+                    break;
+                }
+            }
+            compiler
+        })
+        .map_err(|e| format!("cannot start the compiler thread: {e}"))?;
         Ok(Background {
             requests: Some(requests),
             results,

@@ -78,13 +78,11 @@ impl WriterThread {
     ) -> io::Result<WriterThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
-        let handle = thread::Builder::new()
-            .name("vmprof-writer".into())
-            .spawn(move || {
-                block_sigprof();
-                let mut session = Session::new(file, ring);
-                session.run(preamble, &thread_stop)
-            })?;
+        let handle = crate::threads::spawn_helper("vmprof-writer", move || {
+            block_sigprof();
+            let mut session = Session::new(file, ring);
+            session.run(preamble, &thread_stop)
+        })?;
         Ok(WriterThread { stop, handle })
     }
 
