@@ -286,7 +286,8 @@ int perfsupport_profilers_finish(struct perfsupport_profilers *profilers);
 // consecutive regions never overlap: code, padding to 8, the unwind
 // payload, padding to 16. Lay regions out at these strides.
 //
-// Returns 0 or `PERFSUPPORT_EINVAL` (bad description, NULL `out`).
+// Returns 0 or `PERFSUPPORT_EINVAL` (a `code_size` of 0, as a region of
+// no code is invalid everywhere else; bad description; NULL `out`).
 //
 // # Safety
 // `unwind` is NULL or valid (see `perfsupport_region`); `out` is NULL or

@@ -101,15 +101,18 @@ pub unsafe extern "C" fn perfsupport_profilers_open(
         };
         let open_error =
             |sink: &str, err: std::io::Error| Error::io(PERFSUPPORT_EOPEN, &err).prefixed(sink);
+        // The jitdump first: its directory is the caller's and may be
+        // wrong. A perf map opened before a failure is dropped unwritten,
+        // which gives its path back for the next open (or the trio).
         let mut profilers = Profilers::new();
+        if outputs & PERFSUPPORT_OUTPUT_JITDUMP != 0 {
+            let dump = JitDump::create_in(&dir).map_err(|err| open_error("jitdump", err))?;
+            profilers.add(Box::new(dump));
+        }
         if outputs & PERFSUPPORT_OUTPUT_PERF_MAP != 0 {
             let map = PerfMap::new();
             map.open().map_err(|err| open_error("perf map", err))?;
             profilers.add(Box::new(map));
-        }
-        if outputs & PERFSUPPORT_OUTPUT_JITDUMP != 0 {
-            let dump = JitDump::create_in(&dir).map_err(|err| open_error("jitdump", err))?;
-            profilers.add(Box::new(dump));
         }
         let handle = Box::new(perfsupport_profilers { profilers });
         // SAFETY: non-null and writable by the caller's contract.

@@ -142,7 +142,8 @@ pub(crate) unsafe fn convert(
 /// consecutive regions never overlap: code, padding to 8, the unwind
 /// payload, padding to 16. Lay regions out at these strides.
 ///
-/// Returns 0 or `PERFSUPPORT_EINVAL` (bad description, NULL `out`).
+/// Returns 0 or `PERFSUPPORT_EINVAL` (a `code_size` of 0, as a region of
+/// no code is invalid everywhere else; bad description; NULL `out`).
 ///
 /// # Safety
 /// `unwind` is NULL or valid (see `perfsupport_region`); `out` is NULL or
@@ -156,6 +157,9 @@ pub unsafe extern "C" fn perfsupport_reserved_region_size(
     guard(|| {
         if out.is_null() {
             return Err(Error::invalid("out is NULL"));
+        }
+        if code_size == 0 {
+            return Err(Error::invalid("code_size is 0: a region holds code"));
         }
         // SAFETY: the caller's contract.
         let cfi = unsafe { convert(unwind, code_size, "(size query)") }?;

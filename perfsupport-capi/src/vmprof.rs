@@ -86,14 +86,15 @@ extern "C" fn admit_current_thread() -> bool {
 
 /// Removes the thread from [`ATTACHED`] when it exits.
 struct Attachment {
-    tid: i32,
+    /// The thread's id (a new one in a forked child).
+    tid: std::cell::Cell<i32>,
 }
 
 impl Drop for Attachment {
     fn drop(&mut self) {
         for slot in &ATTACHED {
             if slot
-                .compare_exchange(self.tid, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(self.tid.get(), 0, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
                 break;
@@ -105,6 +106,35 @@ impl Drop for Attachment {
 thread_local! {
     // Lazily set by attach (an ordinary call); its destructor detaches.
     static ATTACHMENT: std::cell::OnceCell<Attachment> = const { std::cell::OnceCell::new() };
+}
+
+/// Registers [`attached_after_fork`] once per process.
+fn follow_forks() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: a child handler of this library, which stays loaded
+        // (glibc drops a closed module's handlers). Failure (no memory)
+        // leaves the child with the parent's table, as before.
+        unsafe { libc::pthread_atfork(None, None, Some(attached_after_fork)) };
+    });
+}
+
+/// The child side of `fork`: of the attached threads only the forking one
+/// exists in the child, under a new thread id. It stays attached (a host
+/// that forks a worker keeps its thread profiled); the parent's other ids
+/// are dropped, so a child thread that happens to get one is not let in.
+extern "C" fn attached_after_fork() {
+    for slot in &ATTACHED {
+        slot.store(0, Ordering::Relaxed);
+    }
+    let _ = ATTACHMENT.try_with(|cell| {
+        if let Some(attachment) = cell.get() {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            attachment.tid.set(tid);
+            ATTACHED[0].store(tid, Ordering::Relaxed);
+        }
+    });
 }
 
 /// Attaches the calling thread (idempotent) and stores its shadow stack in
@@ -143,7 +173,10 @@ pub unsafe extern "C" fn perfsupport_vmprof_attach_thread(
                     "vmprof: {PERFSUPPORT_MAX_ATTACHED_THREADS} threads are attached already"
                 )));
             }
-            let _ = cell.set(Attachment { tid });
+            let _ = cell.set(Attachment {
+                tid: std::cell::Cell::new(tid),
+            });
+            follow_forks();
             Ok(())
         })?;
         // SAFETY: non-null and writable by the caller's contract. The stack
@@ -240,7 +273,10 @@ pub unsafe extern "C" fn perfsupport_vmprof_enable(
             options.interval = Duration::from_micros(u64::from(interval_us));
         }
         // Before the handler can be installed: it must never run ungated.
-        ps::vmprof::set_thread_filter(Some(admit_current_thread));
+        // SAFETY: `admit_current_thread` is async-signal-safe (atomics and
+        // a gettid system call), uses no thread-local storage and is part
+        // of this library, loaded while it can profile.
+        unsafe { ps::vmprof::set_thread_filter(Some(admit_current_thread)) };
         ps::vmprof::enable_path(Path::new(path), &options).map_err(vmprof_error)
     })
 }

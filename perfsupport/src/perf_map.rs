@@ -98,6 +98,10 @@ struct OpenMap {
     claim: Option<PathClaim>,
     /// Formatting buffer reused across batches (empty between batches).
     buffer: Vec<u8>,
+    /// Bytes this process wrote to `file`, whole batches only. A forked
+    /// child reads it from its copy of the parent's memory: what the parent
+    /// had written when it forked, however much it writes afterwards.
+    written: u64,
 }
 
 impl PerfMap {
@@ -125,6 +129,7 @@ impl PerfMap {
                 file,
                 claim: None,
                 buffer: Vec::new(),
+                written: 0,
             })),
         }
     }
@@ -154,8 +159,9 @@ impl PerfMap {
     }
 
     /// Call in the child right after `fork()`: starts the child's own
-    /// `perf-<child pid>.map` with the parent's complete lines copied, and
-    /// sends later entries there. Does nothing if the map was never opened
+    /// `perf-<child pid>.map` with the lines the parent had written when it
+    /// forked (not those it wrote since: the child's code may land at their
+    /// addresses), and sends later entries there. Does nothing if the map was never opened
     /// or is finished.
     ///
     /// Only the forking thread survives a fork, so call this before the child
@@ -197,7 +203,7 @@ impl PerfMap {
         let child_path = map_path_in(dir);
         let claim = PathClaim::claim(&child_path)?;
         let mut child = create_replacing_stale(&child_path, PROFILER_FILE_MODE, WriteMode::Append)?;
-        let inherited = read_complete_lines(&parent.file, parent_claim.path())?;
+        let inherited = read_lines_before_fork(&parent, parent_claim.path())?;
         child
             .write_all(&inherited)
             .map_err(|err| with_context(err, "cannot write", &child_path))?;
@@ -205,6 +211,7 @@ impl PerfMap {
             file: child,
             claim: Some(claim),
             buffer: Vec::new(),
+            written: inherited.len() as u64,
         });
         // `parent` drops here: closing our copy of the parent's descriptor
         // does not affect the parent.
@@ -224,6 +231,7 @@ impl PerfMap {
                 file,
                 claim: Some(claim),
                 buffer: Vec::new(),
+                written: 0,
             });
         }
         match state {
@@ -231,6 +239,21 @@ impl PerfMap {
             _ => Err(io::Error::other(
                 "closed (finished, or it could not follow a fork)",
             )),
+        }
+    }
+}
+
+/// A map dropped before anything was written in it (its owner failed to
+/// start, say) gives its path back: otherwise every later map of this
+/// process would be refused as "already written" with an empty file behind.
+/// A map that wrote lines, or was finished, keeps its claim.
+impl Drop for PerfMap {
+    fn drop(&mut self) {
+        if let State::Open(open) = std::mem::replace(self.state.get_mut(), State::Closed)
+            && open.written == 0
+            && let Some(claim) = open.claim
+        {
+            claim.release();
         }
     }
 }
@@ -256,6 +279,9 @@ impl ProfilerSink for PerfMap {
             push_line(&mut open.buffer, region);
         }
         let result = open.file.write_all(&open.buffer);
+        if result.is_ok() {
+            open.written += open.buffer.len() as u64;
+        }
         open.buffer.clear();
         result.map_err(|err| match open.claim.as_ref() {
             Some(claim) => with_context(err, "cannot write", claim.path()),
@@ -319,11 +345,13 @@ fn map_path_in(dir: &Path) -> PathBuf {
     dir.join(format!("perf-{}.map", std::process::id()))
 }
 
-/// Reads the parent's map up to its last complete line. The file is reopened
-/// by path (our descriptor is write-only) without following symlinks, and
-/// must be the very inode we were writing.
-fn read_complete_lines(ours: &File, path: &Path) -> io::Result<Vec<u8>> {
-    let mut reopened = std::fs::OpenOptions::new()
+/// Reads the first `parent.written` bytes of the parent's map (what it had
+/// written when the process forked), up to the last complete line. The file
+/// is reopened by path (our descriptor is write-only) without following
+/// symlinks, and must be the very inode we were writing.
+fn read_lines_before_fork(parent: &OpenMap, path: &Path) -> io::Result<Vec<u8>> {
+    let ours = &parent.file;
+    let reopened = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
@@ -338,6 +366,7 @@ fn read_complete_lines(ours: &File, path: &Path) -> io::Result<Vec<u8>> {
     }
     let mut contents = Vec::new();
     reopened
+        .take(parent.written)
         .read_to_end(&mut contents)
         .map_err(|err| with_context(err, "cannot read parent map", path))?;
     let complete = contents

@@ -239,6 +239,12 @@ impl PathClaim {
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Gives the path back, for a sink that wrote nothing there: a later
+    /// sink of this process may create it again (replacing the empty file).
+    pub(crate) fn release(self) {
+        CLAIMED_PATHS.lock().retain(|p| p != &self.path);
+    }
 }
 
 /// Prefixes an error with what we tried to do and the path, keeping its kind.

@@ -221,15 +221,11 @@ fn fork_helper(dir: &Path) {
     if pid == 0 {
         let followed = profilers.after_fork_child().is_empty();
         let failures = profilers.register(&[region(4..8, "toy::child_after_fork")]);
-        // The perf map continues in the child; the parent's jitdump refuses once.
-        let jitdump_refused = failures.len() == 1
-            && failures[0].sink == "jitdump"
-            && failures[0]
-                .error
-                .to_string()
-                .contains("belongs to the parent");
+        // The perf map continues in the child; the parent's jitdump simply
+        // stops (it once refused the first registration with an error).
+        let jitdump_stopped = failures.is_empty();
         let finished = profilers.finish().is_empty();
-        let ok = followed && jitdump_refused && finished;
+        let ok = followed && jitdump_stopped && finished;
         // SAFETY: leaving the forked child without running the parent's
         // destructors or test harness.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };

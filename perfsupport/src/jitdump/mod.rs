@@ -92,6 +92,9 @@ struct State {
     /// `None` once closed; `closed_because` then says why.
     file: Option<File>,
     closed_because: &'static str,
+    /// Closed because this is a forked child: registrations are accepted
+    /// and dropped (the dump simply stops), not failures.
+    left_to_the_parent: bool,
     next_code_index: u64,
     /// What was dumped so far, to give repeated bytes a marker.
     dumped: DumpedCode,
@@ -158,6 +161,7 @@ impl JitDump {
             state: Mutex::new(State {
                 file: Some(file),
                 closed_because: "",
+                left_to_the_parent: false,
                 next_code_index: 0,
                 dumped: DumpedCode::default(),
                 buffer: Vec::new(),
@@ -216,11 +220,15 @@ impl ProfilerSink for JitDump {
         let State {
             file,
             closed_because,
+            left_to_the_parent,
             next_code_index,
             dumped,
             buffer,
         } = &mut *state;
         let Some(file) = file.as_mut() else {
+            if *left_to_the_parent {
+                return Ok(());
+            }
             return Err(io::Error::other(*closed_because));
         };
         buffer.clear();
@@ -279,6 +287,7 @@ impl ProfilerSink for JitDump {
         state.file = None;
         state.closed_because =
             "the dump belongs to the parent process; create a new JitDump in the forked child";
+        state.left_to_the_parent = true;
         Ok(())
     }
 

@@ -44,7 +44,7 @@
 
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use super::fork::ForkSafeLock;
 
 /// What one run of machine code belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,11 +107,18 @@ struct Region {
 /// The newest region; each points to the one published before it.
 static HEAD: AtomicPtr<Region> = AtomicPtr::new(std::ptr::null_mut());
 /// Serialises writers (never taken by the handler).
-static PUBLISH: Mutex<()> = Mutex::new(());
+pub(super) static PUBLISH: ForkSafeLock<()> = ForkSafeLock::new(());
 /// Handler walks of the list in progress (see the module docs).
 static READERS: AtomicUsize = AtomicUsize::new(0);
 /// Tables published since the process started.
 static PUBLISHED: AtomicUsize = AtomicUsize::new(0);
+
+/// In a forked child (see `super::fork`): handlers that were walking the
+/// tables in the parent's other threads are not in the child, and never
+/// will count themselves out.
+pub(super) fn forget_parent_readers() {
+    READERS.store(0, Ordering::SeqCst);
+}
 
 // ANCHOR: publish_code_lines
 /// Publishes the line table of the machine code `start .. start + len`:

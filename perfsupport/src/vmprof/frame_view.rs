@@ -75,7 +75,7 @@
 //! the VM's machine code: the handler runs on the same thread and sees that
 //! thread's stores in program order. It reads with volatile loads.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::sync::atomic::{Ordering, compiler_fence};
 
@@ -229,6 +229,9 @@ thread_local! {
     // Static TLS (const initialiser, no destructor), so the signal handler
     // may read it; see `sampler`.
     static CURRENT: Cell<*const FrameView> = const { Cell::new(std::ptr::null()) };
+    // The views installed on this thread and not yet uninstalled, oldest
+    // first; `CURRENT` is the last. Never read by the handler.
+    static INSTALLED: RefCell<Vec<*const FrameView>> = const { RefCell::new(Vec::new()) };
 }
 
 // ANCHOR: install_frame_view
@@ -270,10 +273,10 @@ pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
     let view = Box::new(view);
     // The view is complete before the handler can see it.
     compiler_fence(Ordering::SeqCst);
-    let previous = CURRENT.with(|current| current.replace(&*view));
+    INSTALLED.with(|installed| installed.borrow_mut().push(&*view));
+    CURRENT.with(|current| current.set(&*view));
     FrameViewGuard {
         view,
-        previous,
         _not_send: PhantomData,
     }
 }
@@ -281,19 +284,24 @@ pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
 
 /// Uninstalls its [`FrameView`] when dropped. Bound to the thread that
 /// installed it.
+///
+/// Guards may drop in any order: the sampler then reads the newest view
+/// still installed. (Each guard once restored the view installed before
+/// it, which after an out-of-order drop was a freed one.)
 #[must_use = "the view is uninstalled when the guard drops"]
 pub struct FrameViewGuard {
     view: Box<FrameView>,
-    previous: *const FrameView,
     _not_send: PhantomData<Cell<*const ()>>,
 }
 
 impl Drop for FrameViewGuard {
     fn drop(&mut self) {
-        CURRENT.with(|current| {
-            debug_assert!(std::ptr::eq(current.get(), &*self.view));
-            current.set(self.previous);
+        let newest = INSTALLED.with(|installed| {
+            let mut installed = installed.borrow_mut();
+            installed.retain(|&view| !std::ptr::eq(view, &*self.view));
+            installed.last().copied().unwrap_or(std::ptr::null())
         });
+        CURRENT.with(|current| current.set(newest));
         // The handler no longer sees the view before its memory goes.
         compiler_fence(Ordering::SeqCst);
     }
@@ -412,6 +420,45 @@ mod tests {
         };
         assert_eq!(read_all(), Some(vec![16, 12]));
         drop(guard);
+        assert_eq!(read_all(), None);
+    }
+
+    #[test]
+    fn guards_dropped_out_of_order_leave_the_newest_live_view() {
+        let depth = 1usize;
+        let records = [Record { base: 0, key: 0 }];
+        let view = |id: usize| FrameView {
+            depth: &depth,
+            records: records.as_ptr().cast(),
+            first: 0,
+            stride: size_of::<Record>(),
+            key_offset: std::mem::offset_of!(Record, key),
+            ids: ids(&[id]),
+            lines: None,
+        };
+        // SAFETY: `depth` and `records` outlive every guard.
+        let (older, newer) =
+            unsafe { (install_frame_view(view(12)), install_frame_view(view(16))) };
+        assert_eq!(read_all(), Some(vec![16]));
+        // The older one first: the newer stays installed.
+        drop(older);
+        assert_eq!(read_all(), Some(vec![16]));
+        drop(newer);
+        assert_eq!(read_all(), None);
+        // And the other way round, with three.
+        // SAFETY: as above.
+        let (a, b, c) = unsafe {
+            (
+                install_frame_view(view(20)),
+                install_frame_view(view(24)),
+                install_frame_view(view(28)),
+            )
+        };
+        drop(c);
+        assert_eq!(read_all(), Some(vec![24]));
+        drop(a);
+        assert_eq!(read_all(), Some(vec![24]));
+        drop(b);
         assert_eq!(read_all(), None);
     }
 

@@ -62,6 +62,7 @@
 //! fuzzing of the reader).
 
 pub mod code_lines;
+mod fork;
 pub mod format;
 pub mod frame_view;
 pub mod names;
@@ -114,16 +115,17 @@ pub use writer::ProfileSummary;
 /// already at `path` is replaced; a symlink, a directory, a device or another
 /// user's file there is an error, as is a missing or read-only directory.
 pub fn enable_path(path: &Path, options: &EnableOptions) -> Result<(), VmprofError> {
-    // Check the options before touching the file system.
-    options.validate()?;
-    let file =
+    // The file is created only once the options are valid and no profile
+    // is being recorded: a refused call touches nothing.
+    let create = || {
         create_replacing_stale(path, PROFILER_FILE_MODE, WriteMode::Write).map_err(|source| {
             VmprofError::Io {
                 context: "creating the profile file",
                 source,
             }
-        })?;
-    enable_with(file, options)
+        })
+    };
+    sampler::enable_opening(create, options)
 }
 
 /// Why a profiler call failed.

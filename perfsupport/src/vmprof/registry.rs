@@ -25,7 +25,7 @@
 
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use super::fork::ForkSafeLock;
 
 use super::VmprofError;
 use super::names::{code_name, is_valid_class_prefix};
@@ -85,7 +85,7 @@ impl CodeIdCell {
 }
 
 /// One registered code object's name.
-struct Entry {
+pub(super) struct Entry {
     /// `None` once retired and no profile needs it.
     name: Option<String>,
     /// Retired while a profile was on: forgotten when the next starts.
@@ -93,7 +93,7 @@ struct Entry {
 }
 
 /// Every registered name, in id order (`names[i]` has id `8 + 4 i`).
-static NAMES: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+pub(super) static NAMES: ForkSafeLock<Vec<Entry>> = ForkSafeLock::new(Vec::new());
 
 /// Declares a code-object class with the name prefix `prefix` (e.g. `toy`).
 ///
@@ -125,6 +125,7 @@ pub fn register_code(
 ) -> CodeId {
     *cell.0.get_or_init(|| {
         let name = code_name(&class.prefix, func_name, line, file);
+        super::fork::follow_forks();
         let mut names = NAMES.lock();
         names.push(Entry {
             name: Some(name),

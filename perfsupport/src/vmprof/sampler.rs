@@ -75,7 +75,7 @@ use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use super::fork::ForkSafeLock;
 
 use super::VmprofError;
 use super::format::{
@@ -162,7 +162,7 @@ static ACCOUNTED_CPU_NS: AtomicU64 = AtomicU64::new(0);
 /// Set once the handler is installed (under `SESSION`'s lock).
 static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);
 /// The running session, if any.
-static SESSION: Mutex<Option<WriterThread>> = Mutex::new(None);
+pub(super) static SESSION: ForkSafeLock<Option<WriterThread>> = ForkSafeLock::new(None);
 
 /// True between a successful `enable` and the matching `disable`.
 pub fn is_enabled() -> bool {
@@ -184,11 +184,23 @@ pub fn enable(file: File, interval: Duration) -> Result<(), VmprofError> {
 /// the signal handler or timer cannot be set up. Write errors on `file`
 /// surface at [`disable`].
 pub fn enable_with(file: File, options: &EnableOptions) -> Result<(), VmprofError> {
+    enable_opening(|| Ok(file), options)
+}
+
+/// [`enable_with`] on the file `open` returns, called only once the options
+/// are valid and no profile is being recorded (under the session's lock):
+/// a refused call creates, truncates or replaces nothing.
+pub(crate) fn enable_opening(
+    open: impl FnOnce() -> Result<File, VmprofError>,
+    options: &EnableOptions,
+) -> Result<(), VmprofError> {
     let preamble = encode_preamble(options)?;
+    super::fork::follow_forks();
     let mut session = SESSION.lock();
     if session.is_some() {
         return Err(VmprofError::AlreadyEnabled);
     }
+    let file = open()?;
     install_handler_once()?;
     // Code retired during the last profile is named in no later one.
     super::registry::forget_retired();
@@ -232,6 +244,23 @@ pub fn disable() -> Result<ProfileSummary, VmprofError> {
         }),
         Err(()) => Err(VmprofError::WriterPanicked),
     }
+}
+
+/// In a forked child (see `super::fork`): the parent's session is not this
+/// process's. Its writer thread does not exist here, so it is forgotten,
+/// not joined; sampling is off (the kernel did not copy the timer) and the
+/// ring is free and empty for the child's own profile.
+pub(super) fn forget_parent_session(session: &mut Option<WriterThread>) {
+    if let Some(writer) = session.take() {
+        std::mem::forget(writer);
+    }
+    set_profiling(false);
+    SAMPLING.store(false, Ordering::SeqCst);
+    // A handler of a thread that is not in the child may have held it.
+    RING.release_claim();
+    RING.reset();
+    // The forking thread has a new thread id in the child.
+    THREAD_ID.with(|cached| cached.set(0));
 }
 
 /// Clears the flags and waits until no handler can touch the ring.
@@ -367,9 +396,15 @@ static THREAD_FILTER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
 /// For a library loaded with `dlopen`, whose thread-local storage glibc
 /// allocates (with `malloc`) on a thread's first access: the filter admits
 /// only threads that already touched it (perfsupport-capi's attached
-/// threads). `filter` must be async-signal-safe and use no thread-local
-/// storage of a `dlopen`ed module.
-pub fn set_thread_filter(filter: Option<extern "C" fn() -> bool>) {
+/// threads).
+///
+/// # Safety
+/// `filter` runs inside the SIGPROF handler, on whatever thread the signal
+/// interrupted, possibly in the middle of `malloc` or while that thread
+/// holds a lock. It must be async-signal-safe (no allocation, no lock, no
+/// panic), use no thread-local storage of a `dlopen`ed module, and stay
+/// callable (its code loaded) for as long as the process may profile.
+pub unsafe fn set_thread_filter(filter: Option<extern "C" fn() -> bool>) {
     let raw = filter.map_or(std::ptr::null_mut(), |f| f as *mut ());
     THREAD_FILTER.store(raw, Ordering::Release);
 }
@@ -386,7 +421,8 @@ extern "C" fn on_sigprof(
     let errno = unsafe { *libc::__errno_location() };
     let filter = THREAD_FILTER.load(Ordering::Acquire);
     // SAFETY: a non-null filter was stored by `set_thread_filter` from a
-    // valid `extern "C" fn() -> bool`.
+    // valid `extern "C" fn() -> bool`, which its caller promised is
+    // async-signal-safe (that function's contract).
     let admitted = filter.is_null()
         || unsafe { std::mem::transmute::<*mut (), extern "C" fn() -> bool>(filter)() };
     if admitted {
