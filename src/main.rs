@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 
 #[macro_use]
 mod stderr;
+mod files;
 mod profile;
 mod report;
 mod signals;
@@ -166,6 +167,10 @@ fn main() -> ExitCode {
     // SAFETY: first thing in `main`: no other thread exists yet.
     unsafe { jit::forget_perf_buildid_dir() };
     let cli = Cli::parse();
+    if let Err(why) = files::refuse_overwriting_inputs(&cli.command.files()) {
+        say!("error: {why}");
+        return ExitCode::from(1);
+    }
     let status = match cli.command {
         Command::Run(run) => run_script(run),
         Command::Check { script } => load(&script).map(|_| 0),
@@ -184,6 +189,30 @@ fn main() -> ExitCode {
         Command::Profile(args) => profile::run(args),
     };
     ExitCode::from(status.unwrap_or(1))
+}
+
+impl Command {
+    /// What the command reads and writes (see [`files`]): every option that
+    /// names a file to write is listed here.
+    fn files(&self) -> files::Files {
+        match self {
+            Command::Run(run) => files::Files {
+                inputs: vec![run.script.clone()],
+                outputs: (run.vmprof.iter())
+                    .map(|path| files::Output {
+                        option: "--vmprof",
+                        path: path.clone(),
+                    })
+                    .collect(),
+            },
+            Command::Check { script } | Command::Disasm { script, .. } => files::Files {
+                inputs: vec![script.clone()],
+                outputs: Vec::new(),
+            },
+            Command::Report(args) => args.files(),
+            Command::Profile(args) => args.files(),
+        }
+    }
 }
 
 /// Writes `text` to stdout: a closed pipe (`| head -1`) ends the output

@@ -70,6 +70,31 @@ const PERF_CONFIG: &str = "perfconfig";
 const DIR_MODE: u32 = 0o755;
 const FIREFOX: &str = "perf-script.txt";
 
+impl ProfileArgs {
+    /// What `toyvm profile` reads and writes (see [`crate::files`]): the
+    /// files it and perf write in `--out`.
+    pub fn files(&self) -> crate::files::Files {
+        let written = [
+            PERF_DATA,
+            OLD_PERF_DATA,
+            INJECTED_DATA,
+            REPORT,
+            FLAMEGRAPH,
+            FIREFOX,
+            PERF_CONFIG,
+        ];
+        crate::files::Files {
+            inputs: vec![self.script.clone()],
+            outputs: (written.iter())
+                .map(|name| crate::files::Output {
+                    option: "--out",
+                    path: self.out.join(name),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Runs `toyvm profile`; errors are one `error: ...` line.
 pub fn run(args: ProfileArgs) -> Result<u8, ()> {
     let fail = |why: String| say!("error: toyvm profile: {why}");
@@ -147,7 +172,7 @@ pub fn run(args: ProfileArgs) -> Result<u8, ()> {
         dir.join(FLAMEGRAPH).display(),
         dir.join(INJECTED_DATA).display()
     );
-    eprintln!(
+    say!(
         "toyvm profile: for the Firefox Profiler, open {} at https://profiler.firefox.com, or run `samply import {}`",
         dir.join(FIREFOX).display(),
         dir.join(PERF_DATA).display()
@@ -184,6 +209,12 @@ fn check_perf() -> Result<(), String> {
 /// runs the script from the current directory but resolves config paths
 /// itself).
 fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
+    if dir.to_string_lossy().chars().any(char::is_control) {
+        return Err(format!(
+            "the output directory {:?} has a control character in its name",
+            dir.display().to_string()
+        ));
+    }
     private_dir(dir)?;
     let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     private_dir(&dir.join("jitdump"))?;
@@ -194,7 +225,9 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
         }
     }
     // perf's files, and ours (refused again when created, but a run that
-    // would end with a refusal is better not started).
+    // would end with a refusal is better not started). An earlier run's
+    // go: if perf record fails now, no old perf.data may pass for this
+    // run's, nor an old report or flame graph stay behind as if new.
     for output in [
         PERF_DATA,
         OLD_PERF_DATA,
@@ -203,11 +236,38 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
         FLAMEGRAPH,
         FIREFOX,
     ] {
-        not_a_symlink(&dir.join(output))?;
+        let path = dir.join(output);
+        not_a_symlink(&path)?;
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove the old {}: {e}", path.display()));
+            }
+            _ => {}
+        }
     }
-    let config = format!("[buildid]\n\tdir = {}\n", dir.join(".debug").display());
-    write_new(&dir.join(PERF_CONFIG), config.as_bytes())?;
+    write_new(&dir.join(PERF_CONFIG), perf_config(&dir)?.as_bytes())?;
     Ok(dir)
+}
+
+/// The perf config of a run in `dir`: its build-id cache inside `dir`.
+///
+/// The path is a quoted value (perf reads its config like git: `"` and
+/// `\\` escaped inside quotes, `#` and `;` start a comment outside them).
+/// A control character is refused: a newline in `--out` once let a
+/// directory name add sections to this file.
+fn perf_config(dir: &Path) -> Result<String, String> {
+    let cache = dir.join(".debug");
+    let text = cache
+        .to_str()
+        .ok_or_else(|| format!("{} is not valid UTF-8", cache.display()))?;
+    if text.chars().any(char::is_control) {
+        return Err(format!(
+            "the output directory {:?} has a control character in its name",
+            dir.display().to_string()
+        ));
+    }
+    let quoted = text.replace('\\', "\\\\").replace('"', "\\\"");
+    Ok(format!("[buildid]\n\tdir = \"{quoted}\"\n"))
 }
 
 /// Makes sure `dir` is a directory (not a symlink) that we own and nobody

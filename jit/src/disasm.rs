@@ -18,6 +18,7 @@ use crate::codegen::listing::Listing;
 use crate::compiler::{Action, Compiler, Request};
 use crate::options::JitOptions;
 use crate::policy::callgraph;
+use crate::translate::limits;
 
 /// Compiles every function of `module` (and its entry shim) and renders
 /// the listings; compile warnings go to `diagnostics`.
@@ -53,6 +54,17 @@ pub(crate) fn listings(
     compiler.reset(module.functions.len());
     compiler.keep_listings();
     let order = callgraph::callee_first_order(module);
+    // The compiler leaves these out quietly (the run's `--jit-stats` says
+    // so); a listing that only lacks them would look complete.
+    for &func in &order {
+        if let Err(over) = limits::check_budget(module, func) {
+            let _ = writeln!(
+                diagnostics,
+                "toyvm: disasm --jit: {} is not shown: {} instructions, over the compile budget of {} (it always runs interpreted)",
+                module.functions[func as usize].name, over.ops, over.budget
+            );
+        }
+    }
     let request = Request::Compile {
         funcs: order.clone(),
         entered: order,

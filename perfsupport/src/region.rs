@@ -151,9 +151,12 @@ impl<'a> CodeRegion<'a> {
             if entry.offset < previous {
                 return Err(self.invalid("line entries are not sorted by offset"));
             }
-            if let Some(byte) = line_breaking_byte(entry.file) {
+            // A file name is only ever written NUL-terminated (jitdump,
+            // DWARF), never on a perf-map line: a newline in a path is
+            // fine, a NUL would end it early.
+            if entry.file.contains('\0') {
                 return Err(self.invalid(&format!(
-                    "line entry file name {:?} contains {byte}",
+                    "line entry file name {:?} contains a NUL byte (it would end the string early)",
                     entry.file
                 )));
             }
@@ -184,6 +187,25 @@ const MAX_METADATA_BYTES: usize = 1 << 30;
 /// `dso__load_perf_map`), so `f` or `ab` would silently vanish.
 pub const MIN_NAME_LEN: usize = 3;
 // ANCHOR_END: min_name_len
+
+/// `text` with each control character written as its Rust escape (`\n`,
+/// `\r`, `\u{1b}`), the rest as it is: a name built from a path (which
+/// may hold a newline) then passes [`CodeRegion`]'s check, and a report or
+/// a terminal shows it on one line without obeying escape sequences.
+pub fn escape_control_chars(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 /// Why perf would drop or misread `name`, if it would.
 fn name_problem(name: &str) -> Option<String> {

@@ -486,3 +486,38 @@ fn identical_regions_get_distinct_code_only_build_ids() {
         "every object has its own build-id"
     );
 }
+
+/// perf reads anything under `/tmp/perf-` as a perf map, so a dump there
+/// loses every JIT symbol. The check is on the resolved directory: `..`
+/// and symlinks once got past it.
+#[test]
+fn a_directory_that_resolves_under_tmp_perf_is_refused() {
+    let target = std::path::PathBuf::from(format!(
+        "/tmp/perf-jitdump-dir-check-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&target).unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix("jitdump-dir-check-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let link = scratch.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let dotted = scratch.path().join("..").join(target.file_name().unwrap());
+    for dir in [&dotted, &link, &target] {
+        let err = JitDump::create_in(dir).expect_err("a dump under /tmp/perf-");
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::InvalidInput,
+            "{dir:?}: {err}"
+        );
+        assert!(err.to_string().contains("/tmp/perf-"), "{err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&target).unwrap().collect();
+    std::fs::remove_dir_all(&target).unwrap();
+    assert!(left.is_empty(), "files were created: {left:?}");
+    // A directory that does not exist is an error that names it.
+    let missing = scratch.path().join("missing");
+    let err = JitDump::create_in(&missing).expect_err("a missing directory");
+    assert!(err.to_string().contains("missing"), "{err}");
+}

@@ -66,6 +66,7 @@ mod tests {
             name: name.into(),
             file: "a.toy".into(),
             line: 1,
+            file_cut: false,
         };
         let profile = VmProfile {
             interp: "toyvm".into(),

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::load::VmProfile;
-use super::text::shorten;
+use super::load::{Frame, VmProfile};
+use super::text::{printable, shorten};
 use super::tree::flat_profile;
 
 /// Most lines listed per function.
@@ -45,9 +45,53 @@ fn count(profile: &VmProfile) -> LineCounts {
     counts
 }
 
-/// Renders the lines report; `source(file)` gives a file's text, if
-/// readable.
-pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> String {
+/// The largest source file `--lines` reads.
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// The text of the source file `frame` names, or why it is not shown.
+///
+/// A profile is data from anywhere: the file it names is read only if it is
+/// a regular file (not `/dev/stdin`, a FIFO or a device, which could block
+/// or never end) of at most [`MAX_SOURCE_BYTES`], and only if the profile
+/// holds its whole name (a shortened one could name another file).
+pub fn read_source(frame: &Frame) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if frame.file.is_empty() {
+        return Err("the profile names no file".into());
+    }
+    if frame.file_cut {
+        return Err("the profile holds only the start of the file's name".into());
+    }
+    // O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&frame.file)
+        .map_err(|e| format!("cannot open {}: {e}", frame.file))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", frame.file))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", frame.file));
+    }
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(format!(
+            "{} is larger than {} MiB",
+            frame.file,
+            MAX_SOURCE_BYTES >> 20
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", frame.file))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Renders the lines report; `source(frame)` gives the text of the file a
+/// frame names, or why it is not shown.
+pub fn render(profile: &VmProfile, source: &dyn Fn(&Frame) -> Result<String, String>) -> String {
     let mut out = String::new();
     let samples = profile.stacks.len() as u64;
     if profile.lines.is_empty() {
@@ -61,7 +105,7 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> S
     }
     let percent = |n: u64| 100.0 * n as f64 / samples as f64;
     let counts = count(profile);
-    let mut texts: HashMap<&str, Option<Vec<String>>> = HashMap::new();
+    let mut texts: HashMap<&str, Result<Vec<String>, String>> = HashMap::new();
     let _ = writeln!(
         out,
         "\nHottest lines (total: the line or calls made from it; self: the line itself)"
@@ -78,8 +122,8 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> S
         let _ = writeln!(
             out,
             "\n  {} ({}:{}): {:.1}% total, {:.1}% self",
-            frame.name,
-            frame.file.rsplit('/').next().unwrap_or(&frame.file),
+            printable(&frame.name),
+            printable(frame.file.rsplit('/').next().unwrap_or(&frame.file)),
             frame.line,
             percent(entry.total),
             percent(entry.self_samples),
@@ -91,13 +135,16 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> S
         );
         let text = texts
             .entry(frame.file.as_str())
-            .or_insert_with(|| source(&frame.file).map(|t| t.lines().map(str::to_owned).collect()));
+            .or_insert_with(|| source(frame).map(|t| t.lines().map(str::to_owned).collect()));
+        if let Err(why) = text {
+            let _ = writeln!(out, "  (source not shown: {})", printable(why));
+        }
         for &(line, total, own) in rows.iter().take(MAX_LINES) {
             let code = match (line, text.as_ref()) {
                 (0, _) => "(line unknown)".to_owned(),
-                (_, Some(text)) => (text.get(line as usize - 1))
+                (_, Ok(text)) => (text.get(line as usize - 1))
                     .map_or(String::new(), |l| shorten(l.trim(), MAX_TEXT)),
-                (_, None) => String::new(),
+                (_, Err(_)) => String::new(),
             };
             let _ = writeln!(
                 out,
@@ -116,7 +163,6 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&str) -> Option<String>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::load::Frame;
 
     #[test]
     fn lines_count_self_at_the_leaf_and_total_once_per_sample() {
@@ -124,6 +170,7 @@ mod tests {
             name: name.into(),
             file: "a.toy".into(),
             line,
+            file_cut: false,
         };
         // <main> calls f at line 9; f recurses at line 3 and spins at 4.
         let profile = VmProfile {
@@ -139,8 +186,10 @@ mod tests {
         assert_eq!(counts[&1][&4], (2, 2));
         assert_eq!(counts[&1][&3], (2, 1));
         let source = "x\nfn f() {\n  f();\n  spin();\n}\n\n\n\nf();\n";
-        let text = render(&profile, &|file| {
-            (file == "a.toy").then(|| source.to_owned())
+        let text = render(&profile, &|frame| {
+            (frame.file == "a.toy")
+                .then(|| source.to_owned())
+                .ok_or_else(|| "missing".to_owned())
         });
         assert!(text.contains(" 66.7%   66.7%      4  spin();"), "{text}");
         assert!(text.contains("100.0%    0.0%      9  f();"), "{text}");

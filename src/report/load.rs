@@ -18,7 +18,7 @@ use perfsupport::vmprof::format::PROFILE_LINES;
 use perfsupport::vmprof::{META_CUT_FRAMES_MAX, META_CUT_SAMPLES, ReadError, read_salvaging};
 
 /// One code object as named in a profile.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
     /// The function name (`<main>` for a toyvm script body), or the whole
     /// code name when it is not `class:function:line:file`.
@@ -27,6 +27,9 @@ pub struct Frame {
     pub file: String,
     /// The line the function starts at; 0 when unknown.
     pub line: u32,
+    /// True when the profile holds only the start of the file's name (a
+    /// name longer than vmprof's cap): no file may be opened by it.
+    pub file_cut: bool,
 }
 
 /// A profile, ready for the report.
@@ -90,8 +93,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                         Some(name) => parse_code_name(name),
                         None => Frame {
                             name: format!("{id:#x}"),
-                            file: String::new(),
-                            line: 0,
+                            ..Frame::default()
                         },
                     });
                     frames.len() - 1
@@ -130,20 +132,19 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     })
 }
 
-/// Splits `class:function:line:file`; any other name is kept whole.
+/// Splits `class:function:line:file` (perfsupport's format, escapes
+/// undone); any other name is kept whole.
 fn parse_code_name(name: &str) -> Frame {
-    let mut parts = name.splitn(4, ':');
-    let (_class, func, line, file) = (parts.next(), parts.next(), parts.next(), parts.next());
-    match (func, line.and_then(|l| l.parse().ok()), file) {
-        (Some(func), Some(line), Some(file)) if !func.is_empty() => Frame {
-            name: func.to_owned(),
-            file: file.to_owned(),
-            line,
+    match perfsupport::vmprof::parse_code_name(name) {
+        Some(parsed) => Frame {
+            name: parsed.func_name,
+            file: parsed.file,
+            line: parsed.line,
+            file_cut: parsed.file_cut,
         },
-        _ => Frame {
+        None => Frame {
             name: name.to_owned(),
-            file: String::new(),
-            line: 0,
+            ..Frame::default()
         },
     }
 }
@@ -172,6 +173,7 @@ mod tests {
             name: name.into(),
             file: file.into(),
             line,
+            file_cut: false,
         }
     }
 
@@ -188,6 +190,11 @@ mod tests {
         assert_eq!(
             parse_code_name("toy:f:1:C:/a.toy"),
             frame("f", "C:/a.toy", 1)
+        );
+        // Escaped by perfsupport: the file comes back as it was.
+        assert_eq!(
+            parse_code_name("toy:f:1:work%3Av2.toy"),
+            frame("f", "work:v2.toy", 1)
         );
         // Other shapes stay whole.
         for odd in ["toy:f:x:a.toy", "toy::1:a.toy", "malloc", "n:f:1"] {

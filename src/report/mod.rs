@@ -43,6 +43,21 @@ pub struct ReportArgs {
     file: PathBuf,
 }
 
+impl ReportArgs {
+    /// What `toyvm report` reads and writes (see [`crate::files`]).
+    pub fn files(&self) -> crate::files::Files {
+        crate::files::Files {
+            inputs: vec![self.file.clone()],
+            outputs: (self.flamegraph.iter())
+                .map(|path| crate::files::Output {
+                    option: "--flamegraph",
+                    path: path.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Runs `toyvm report`; errors are printed as `error: FILE: why`.
 pub fn run(args: ReportArgs) -> Result<u8, ()> {
     let fail = |why: String| say!("error: {}: {why}", args.file.display());
@@ -60,7 +75,7 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
     } else {
         let mut report = text::render(&profile, args.min_percent);
         if args.lines {
-            report += &lines::render(&profile, &|file| std::fs::read_to_string(file).ok());
+            report += &lines::render(&profile, &lines::read_source);
         }
         stdout.write_all(report.as_bytes())
     };

@@ -19,7 +19,7 @@ pub fn render(profile: &VmProfile, min_percent: f64) -> String {
     let samples = profile.stacks.len() as u64;
     let cpu_ms = samples * profile.period_us / 1000;
     let of = match &profile.script {
-        Some(script) => format!(" of {script}"),
+        Some(script) => format!(" of {}", printable(script)),
         None => String::new(),
     };
     let _ = writeln!(
@@ -119,7 +119,7 @@ fn table(out: &mut String, rows: &[(f64, f64, String, String)]) {
 
 /// `name`, cut to [`MAX_NAME`] characters.
 fn short_name(name: &str) -> String {
-    shorten(name, MAX_NAME)
+    shorten(&printable(name), MAX_NAME)
 }
 
 /// `text`, cut to `max` characters (the last one an ellipsis when cut).
@@ -140,8 +140,12 @@ fn location(frame: &Frame) -> String {
         return "-".to_owned();
     }
     let file = frame.file.rsplit('/').next().unwrap_or(&frame.file);
-    format!("{file}:{}", frame.line)
+    format!("{}:{}", printable(file), frame.line)
 }
+
+/// A name or path from a profile can hold anything: a newline would break
+/// the columns, an escape sequence would drive the terminal.
+pub use perfsupport::region::escape_control_chars as printable;
 
 #[cfg(test)]
 mod tests {
@@ -157,13 +161,23 @@ mod tests {
             name: "fib".into(),
             file: "examples/scripts/fib.toy".into(),
             line: 3,
+            file_cut: false,
         };
         assert_eq!(location(&frame), "fib.toy:3");
         let native = Frame {
             name: "malloc".into(),
             file: String::new(),
             line: 0,
+            file_cut: false,
         };
         assert_eq!(location(&native), "-");
+        let odd = Frame {
+            name: "f\u{1b}[31m".into(),
+            file: "/x/a\nb.toy".into(),
+            line: 2,
+            file_cut: false,
+        };
+        assert_eq!(location(&odd), "a\\nb.toy:2");
+        assert_eq!(short_name(&odd.name), "f\\u{1b}[31m");
     }
 }

@@ -138,6 +138,7 @@ mod tests {
             name: name.into(),
             file: "a.toy".into(),
             line: 1,
+            file_cut: false,
         };
         VmProfile {
             interp: "toyvm".into(),

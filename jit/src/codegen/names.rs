@@ -9,9 +9,12 @@
 //! | interpreter-entry trampoline (`--perf`, `--perf-jitdump`) | `toy:interp:<function>:<script>:<line>` |
 //!
 //! `<function>` is the Toy name (`<main>` for the script body), `<script>`
-//! the script path exactly as given on the command line, and `<line>` the
-//! line of the `fn` keyword (1 for `<main>`). Names are plain text with no spaces unless the path has
-//! some; perf's map parser reads the rest of the line, so spaces are fine.
+//! the script path as given on the command line, and `<line>` the line of
+//! the `fn` keyword (1 for `<main>`). Names are plain text with no spaces
+//! unless the path has some; perf's map parser reads the rest of the line,
+//! so spaces are fine. A control character in the path (a newline would
+//! split the perf-map line, and perfsupport refuses such a name) is
+//! written as its Rust escape: `a\nb.toy` for a path with a newline.
 
 use vm::bytecode::Module;
 
@@ -28,6 +31,7 @@ pub fn region_name(module: &Module, func: u32, role: Role) -> String {
         Role::Osr => "toy:jit-osr",
         Role::Trampoline => "toy:interp",
     };
-    format!("{prefix}:{}:{}:{}", f.name, module.path, f.span.line)
+    let script = perfsupport::region::escape_control_chars(&module.path);
+    format!("{prefix}:{}:{script}:{}", f.name, f.span.line)
 }
 // ANCHOR_END: region_name

@@ -433,7 +433,7 @@ impl CodeGen {
             unsafe { live.unwind.register(eh_frame) };
         }
         for failure in profilers.register(&regions) {
-            warnings.push(format!("perfsupport: {failure}"));
+            warnings.push(format!("toyvm: warning: {failure}"));
         }
         if vmprof_lines {
             for (d, region) in batch.iter().zip(&regions) {
@@ -520,7 +520,7 @@ impl CodeGen {
         let ranges: Vec<(usize, usize)> = live.ranges.clone();
         live.withdraw();
         for failure in profilers.retire(&ranges) {
-            warnings.push(format!("perfsupport: {failure}"));
+            warnings.push(format!("toyvm: warning: {failure}"));
         }
         let mut chunks = self.chunks.lock();
         let before = chunks.bytes();

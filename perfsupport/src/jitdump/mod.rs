@@ -116,8 +116,27 @@ impl JitDump {
     pub fn create_in(dir: impl AsRef<Path>) -> io::Result<JitDump> {
         let path = dump_path_in(dir.as_ref())?;
         let claim = PathClaim::claim(&path)?;
-        let file = create_replacing_stale(&path, PROFILER_FILE_MODE, WriteMode::ReadWrite)?;
-        JitDump::start(file, Some(claim), true)
+        let file = match create_replacing_stale(&path, PROFILER_FILE_MODE, WriteMode::ReadWrite) {
+            Ok(file) => file,
+            Err(err) => {
+                claim.release();
+                return Err(err);
+            }
+        };
+        // On failure (a `noexec` mount refuses the marker mapping) the
+        // header-only file goes and the path is given back: nothing is left
+        // that looks like a dump.
+        match JitDump::start(file, Some(&path), true) {
+            Ok(mut dump) => {
+                dump.claim = Some(claim);
+                Ok(dump)
+            }
+            Err(err) => {
+                let _ = std::fs::remove_file(&path);
+                claim.release();
+                Err(err)
+            }
+        }
     }
 
     /// The conventional dump directory: `$JITDUMPDIR` if set (the jvmti
@@ -142,8 +161,9 @@ impl JitDump {
     }
 
     /// Writes the header, maps the marker if asked, and builds the sink.
-    fn start(mut file: File, claim: Option<PathClaim>, map_marker: bool) -> io::Result<JitDump> {
-        let shown_path = claim.as_ref().map_or(Path::new("jitdump"), PathClaim::path);
+    /// `path` is only for messages; the caller keeps the dump's claim.
+    fn start(mut file: File, path: Option<&Path>, map_marker: bool) -> io::Result<JitDump> {
+        let shown_path = path.unwrap_or(Path::new("jitdump"));
         let pid = std::process::id();
         let created = monotonic_ns();
         let mut header = Vec::with_capacity(format::HEADER_SIZE as usize);
@@ -166,7 +186,7 @@ impl JitDump {
                 dumped: DumpedCode::default(),
                 buffer: Vec::new(),
             }),
-            claim,
+            claim: None,
             marker,
             pid,
             salt: mix64(u64::from(pid) << 32 ^ created),
@@ -325,8 +345,15 @@ impl JitDump {
 
 // ANCHOR: dump_path
 /// `<dir>/jit-<pid>.dump`, refusing directories perf would misread.
+///
+/// The check is on the resolved directory (`..` and symlinks followed):
+/// perf sees the path the kernel reports for the mapped dump, which is the
+/// resolved one, so `DIR/../perf-X` or a symlink into `/tmp/perf-X` would
+/// otherwise slip through.
 fn dump_path_in(dir: &Path) -> io::Result<PathBuf> {
-    let path = std::path::absolute(dir.join(format!("jit-{}.dump", std::process::id())))?;
+    let resolved = std::fs::canonicalize(dir)
+        .map_err(|err| with_context(err, "cannot resolve the jitdump directory", dir))?;
+    let path = resolved.join(format!("jit-{}.dump", std::process::id()));
     if path.to_string_lossy().starts_with(PERF_MAP_PREFIX) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

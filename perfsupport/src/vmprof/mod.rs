@@ -90,7 +90,7 @@ pub use frame_view::{
     CUT_FRAMES_CLASS, CUT_FRAMES_NAME, FrameLines, FrameView, FrameViewGuard, cut_frames_id,
     install_frame_view,
 };
-pub use names::{COLON_REPLACEMENT, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name};
+pub use names::{CUT_MARK, CodeName, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name, parse_code_name};
 pub use reader::{
     Profile, ReadError, Salvaged, Sample, parse_profile, read_profile, read_salvaging,
     salvage_profile,
