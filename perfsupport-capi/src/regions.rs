@@ -142,13 +142,18 @@ impl<'c> Batch<'c> {
             // SAFETY: the caller's contract, for each pointer below.
             let name = unsafe { cstr::utf8(region.name, &format!("region {index}: name")) }?;
             let what = |problem: String| Error::invalid(format!("code region {name:?}: {problem}"));
+            // SAFETY: the caller's contract: `size` readable bytes of code.
             let code = unsafe { cstr::slice(region.code.cast::<u8>(), region.size, "code") }
                 .map_err(|err| what(err.message))?;
+            // SAFETY: the caller's contract: `unwind` is NULL or valid.
             let unwind = unsafe { crate::unwind::convert(region.unwind, region.size, name) }?;
+            // SAFETY: the caller's contract: `line_count` rows at `lines`.
             let rows = unsafe { cstr::slice(region.lines, region.line_count, "lines") }
                 .map_err(|err| what(err.message))?;
             let mut lines = Vec::with_capacity(rows.len());
             for (row_index, row) in rows.iter().enumerate() {
+                // SAFETY: the caller's contract: each row's file is a
+                // NUL-terminated string.
                 let file = unsafe { cstr::utf8(row.file, &format!("line {row_index}: file")) }
                     .map_err(|err| what(err.message))?;
                 lines.push(LineEntry {

@@ -206,9 +206,12 @@ pub unsafe extern "C" fn perfsupport_vmprof_register_code(
         if id.is_null() {
             return Err(Error::invalid("id is NULL"));
         }
-        // SAFETY: the caller's contract, for the three strings.
+        // SAFETY: the caller's contract: each of the three strings is
+        // NULL or NUL-terminated.
         let prefix = unsafe { cstr::utf8(class_prefix, "class_prefix") }?;
+        // SAFETY: as above.
         let func = unsafe { cstr::utf8(func_name, "func_name") }?;
+        // SAFETY: as above.
         let file = unsafe { cstr::utf8(file, "file") }?;
         let class = ps::vmprof::register_code_object_class(prefix).map_err(vmprof_error)?;
         // A fresh cell: C keeps the id itself.
@@ -262,8 +265,10 @@ pub unsafe extern "C" fn perfsupport_vmprof_enable(
     interval_us: u32,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the caller's contract, for both strings.
+        // SAFETY: the caller's contract: both strings are NULL or
+        // NUL-terminated.
         let path = unsafe { cstr::utf8(path, "path") }?;
+        // SAFETY: as above.
         let interp = unsafe { cstr::utf8(interp_name, "interp_name") }?;
         if interp.is_empty() {
             return Err(Error::invalid("interp_name is empty"));

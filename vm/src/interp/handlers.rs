@@ -189,6 +189,8 @@ unsafe fn raise(cx: &Activation<'_>, ip: *const Op, err: RuntimeError) -> u32 {
 #[cold]
 #[inline(never)]
 unsafe fn division_by_zero(cx: &Activation<'_>, ip: *const Op) -> u32 {
+    // SAFETY: `raise`'s contract is this function's: `cx` is the running
+    // activation and `ip` points into its code.
     unsafe { raise(cx, ip, RuntimeError::DivisionByZero) }
 }
 
@@ -196,6 +198,8 @@ unsafe fn division_by_zero(cx: &Activation<'_>, ip: *const Op) -> u32 {
 #[cold]
 #[inline(never)]
 unsafe fn modulo_by_zero(cx: &Activation<'_>, ip: *const Op) -> u32 {
+    // SAFETY: `raise`'s contract is this function's: `cx` is the running
+    // activation and `ip` points into its code.
     unsafe { raise(cx, ip, RuntimeError::ModuloByZero) }
 }
 
@@ -203,6 +207,8 @@ unsafe fn modulo_by_zero(cx: &Activation<'_>, ip: *const Op) -> u32 {
 #[cold]
 #[inline(never)]
 unsafe fn index_out_of_range(cx: &Activation<'_>, ip: *const Op, index: i64, len: usize) -> u32 {
+    // SAFETY: `raise`'s contract is this function's: `cx` is the running
+    // activation and `ip` points into its code.
     unsafe { raise(cx, ip, RuntimeError::IndexOutOfRange { index, len }) }
 }
 
@@ -210,6 +216,8 @@ unsafe fn index_out_of_range(cx: &Activation<'_>, ip: *const Op, index: i64, len
 #[cold]
 #[inline(never)]
 unsafe fn pop_empty(cx: &Activation<'_>, ip: *const Op) -> u32 {
+    // SAFETY: `raise`'s contract is this function's: `cx` is the running
+    // activation and `ip` points into its code.
     unsafe { raise(cx, ip, RuntimeError::PopEmpty) }
 }
 

@@ -49,12 +49,15 @@ unsafe fn write_array(out: &mut String, bits: u64, elem: &Type) {
             out.push_str(", ");
         }
         match elem {
-            // SAFETY: elements of a `[str]` are live string references.
             Type::Str => {
-                let _ = write!(out, "{:?}", unsafe { str_ref(e) });
+                // SAFETY: elements of a `[str]` are live string references.
+                let text = unsafe { str_ref(e) };
+                let _ = write!(out, "{text:?}");
             }
-            // SAFETY: elements of a `[[T]]` are live arrays of `T`.
-            Type::Array(inner) => unsafe { write_array(out, e, inner) },
+            Type::Array(inner) => {
+                // SAFETY: elements of a `[[T]]` are live arrays of `T`.
+                unsafe { write_array(out, e, inner) }
+            }
             _ => write_scalar(out, e, elem),
         }
     }
