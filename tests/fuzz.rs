@@ -21,7 +21,13 @@ use std::process::Command;
 const SECONDS: u32 = 30;
 
 /// Every target of `fuzz/Cargo.toml`.
-const TARGETS: [&str; 4] = ["front_end", "profile_reader", "differential", "bytecode"];
+const TARGETS: [&str; 5] = [
+    "front_end",
+    "profile_reader",
+    "differential",
+    "bytecode",
+    "capi_arguments",
+];
 
 fn cargo_fuzz(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO"))

@@ -2,7 +2,7 @@
 //! turn bad input into `PERFSUPPORT_EINVAL` instead of undefined behaviour
 //! where a check is possible (NULL, invalid UTF-8).
 
-use crate::error::Error;
+use super::error::Error;
 use std::ffi::{CStr, c_char};
 
 /// The UTF-8 text of the NUL-terminated string `ptr`; `what` names the

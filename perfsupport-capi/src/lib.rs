@@ -21,6 +21,10 @@
 //!   checked (that `code` points to `size` readable bytes, that arrays have
 //!   the lengths given) is the caller's contract, stated on each call.
 
+// The modules name each other through `super::`, never `crate::`: the
+// fuzz target `capi_arguments` compiles this file in as a module (the
+// library has no rlib to depend on: its name is perfsupport's).
+
 #![warn(missing_docs)]
 // The C names are the API: `perfsupport_region`, not `PerfsupportRegion`.
 #![allow(non_camel_case_types)]

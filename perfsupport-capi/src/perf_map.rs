@@ -22,8 +22,8 @@
 //! finds at the path for a stale one and replaces it, which would lose the
 //! lines already written.
 
-use crate::cstr;
-use crate::error::{Error, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
+use super::cstr;
+use super::error::{Error, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
 use parking_lot::Mutex;
 use ps::{CodeRegion, PerfMap, ProfilerSink};
 use std::ffi::{c_char, c_int, c_uint, c_void};

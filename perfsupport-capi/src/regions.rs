@@ -15,9 +15,9 @@
 //! output whose write fails is switched off and reported once
 //! (`PERFSUPPORT_EIO`); the others keep going.
 
-use crate::cstr;
-use crate::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
-use crate::unwind::perfsupport_unwind;
+use super::cstr;
+use super::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
+use super::unwind::perfsupport_unwind;
 use ps::unwind::CallFrameInfo;
 use ps::{CodeRegion, JitDump, LineEntry, PerfMap, Profilers, SinkFailure};
 use std::ffi::{c_char, c_int, c_void};
@@ -146,7 +146,7 @@ impl<'c> Batch<'c> {
             let code = unsafe { cstr::slice(region.code.cast::<u8>(), region.size, "code") }
                 .map_err(|err| what(err.message))?;
             // SAFETY: the caller's contract: `unwind` is NULL or valid.
-            let unwind = unsafe { crate::unwind::convert(region.unwind, region.size, name) }?;
+            let unwind = unsafe { super::unwind::convert(region.unwind, region.size, name) }?;
             // SAFETY: the caller's contract: `line_count` rows at `lines`.
             let rows = unsafe { cstr::slice(region.lines, region.line_count, "lines") }
                 .map_err(|err| what(err.message))?;

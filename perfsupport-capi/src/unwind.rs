@@ -19,8 +19,8 @@
 //! Registers are DWARF x86-64 numbers ([`PERFSUPPORT_REG_RBP`] = 6,
 //! [`PERFSUPPORT_REG_RSP`] = 7, ...).
 
-use crate::cstr;
-use crate::error::{Error, PERFSUPPORT_EIO, guard};
+use super::cstr;
+use super::error::{Error, PERFSUPPORT_EIO, guard};
 use gimli::Register;
 use ps::unwind::CallFrameInfo;
 use ps::unwind::x86_64::{CfiRow, SavedRegister};

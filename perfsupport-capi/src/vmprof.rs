@@ -35,8 +35,8 @@
 //! no gperftools CPU profiler). Threads should not block SIGPROF if they
 //! are to be sampled. One session per process.
 
-use crate::cstr;
-use crate::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
+use super::cstr;
+use super::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
 use ps::vmprof::{
     CodeIdCell, EnableOptions, SHADOW_STACK_CAPACITY, SHADOW_STACK_DEPTH_OFFSET,
     SHADOW_STACK_IDS_OFFSET, ShadowStack, VmprofError,
@@ -318,7 +318,7 @@ fn vmprof_error(error: VmprofError) -> Error {
         | VmprofError::InvalidInterval(_)
         | VmprofError::InvalidInterpName(_)
         | VmprofError::DuplicateMetaKey(_) => PERFSUPPORT_EINVAL,
-        VmprofError::AlreadyEnabled | VmprofError::NotEnabled => crate::error::PERFSUPPORT_ESTATE,
+        VmprofError::AlreadyEnabled | VmprofError::NotEnabled => super::error::PERFSUPPORT_ESTATE,
         VmprofError::Io { context, .. } if context.contains("creating") => PERFSUPPORT_EOPEN,
         _ => PERFSUPPORT_EIO,
     };
