@@ -323,3 +323,51 @@ fn a_jitdump_that_cannot_be_mapped_leaves_no_file() {
     assert_eq!(stdout.trim(), "315", "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A sink that fails while the script runs (a full disk) is reported once,
+/// with toyvm's own prefix (it once said `perfsupport:`), and the run goes
+/// on.
+#[test]
+fn a_full_disk_under_the_jitdump_is_one_toyvm_warning() {
+    if !common::tool_or_skip("full-jitdump", "unshare", &["-m", "true"]) {
+        return;
+    }
+    let dir = scratch("full");
+    let mut script = String::new();
+    for i in 0..30 {
+        script += &format!(
+            "fn f{i}(n: int) -> int {{ let s = 0; for i in 0..n {{ s = s + i * {i}; }} return s; }}\n"
+        );
+    }
+    script += "let t = 0;\n";
+    for i in 0..30 {
+        script += &format!("t = t + f{i}(10);\n");
+    }
+    script += "print(t);\n";
+    std::fs::write(dir.join("many.toy"), script).unwrap();
+    std::fs::create_dir_all(dir.join("mnt")).unwrap();
+    let output = Command::new("unshare")
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=4k tmpfs mnt && \"$TOYVM\" run --jit-threshold 0 \
+             --perf-jitdump --perf-dir mnt many.toy",
+        ])
+        .current_dir(&dir)
+        .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout.trim(), "19575");
+    let warnings: Vec<&str> = stderr.lines().collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].starts_with("toyvm: warning: jitdump: ")
+            && warnings[0].contains("No space left on device"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
