@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`toyvm report` scaling with the number of distinct stacks (issue 11,
-item 9: it was quadratic, 200k two-frame stacks took 17.7 s).
+item 9: it was quadratic, 200k two-frame stacks took 17.7 s), and with the
+number of samples for every export format (issue 27, item 6).
 
 Writes vmprof profiles (the format of perfsupport/src/vmprof/format.rs) with
 N distinct two-frame stacks `main -> fN` (one sample each), times
@@ -9,6 +10,14 @@ REPEAT), and prints a Markdown table with the time per 1,000 stacks: linear
 scaling keeps that column flat.
 
     bench/report_scaling.py [N ...]     # default 50000 100000 200000
+    bench/report_scaling.py --samples [N ...]   # default 1000000 10000000
+
+`--samples`: profiles of N samples over 300 distinct stacks (depth 2 to
+11, in lines mode), each written once and read by `report --format F -o
+OUT` for every format; prints the time, the ratio to `--format folded` and
+the peak RSS of each. Memory must follow the distinct stacks, not the
+samples (Firefox's format is the exception: one entry per sample on its
+timeline).
 """
 import os
 import struct
@@ -47,6 +56,69 @@ def profile(n):
     return bytes(out)
 
 
+def sample_profile(n, distinct=300):
+    """N samples in lines mode over `distinct` stacks, cycling."""
+    out = bytearray()
+    for w in (0, 3, 0, 1000, 0):
+        out += word(w)
+    name = b"toyvm"
+    # HEADER version 6, mode 2 (lines).
+    out += bytes([0x05]) + struct.pack(">h", 6) + bytes([2, len(name)]) + name
+    out += bytes([0x06]) + word(0) + word(0) + bytes(8)
+    functions = 40
+    for i in range(functions):
+        out += bytes([0x02]) + word(8 + 8 * i) + string(b"toy:f%d:%d:scale.toy" % (i, 10 * i + 1))
+    stacks = []
+    for s in range(distinct):
+        depth = 2 + s % 10
+        frames = [8 + 8 * ((s * 7 + k * 13) % functions) for k in range(depth)]
+        lines = [10 * ((f - 8) // 8) + 2 + (s + k) % 5 for k, f in enumerate(frames)]
+        words = b""
+        # Innermost frame first, each frame as `line, id` (format.rs).
+        for f, l in reversed(list(zip(frames, lines))):
+            words += word(l) + word(f)
+        stacks.append(bytes([0x01]) + word(1) + word(2 * depth) + words + word(1))
+    chunk = b"".join(stacks)
+    out += chunk * (n // distinct)
+    out += b"".join(stacks[: n % distinct])
+    out += bytes([0x03]) + word(1) + word(0) + bytes(8)
+    return bytes(out)
+
+
+def timed(args):
+    """(seconds, peak RSS in MiB) of one run."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t
+    if status != 0:
+        raise SystemExit(f"{args}: status {status}: {proc.stderr.read().decode()}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def samples_main(sizes):
+    formats = ["folded", "text", "pprof", "speedscope", "firefox"]
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print("| samples | file MiB | format | s | / folded | peak RSS MiB |")
+    print("|---:|---:|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as d:
+        for n in sizes:
+            path = os.path.join(d, f"samples-{n}.prof")
+            with open(path, "wb") as f:
+                f.write(sample_profile(n))
+            size = os.path.getsize(path) / 2**20
+            folded = None
+            for fmt in formats:
+                out = os.path.join(d, f"out.{fmt}")
+                runs = [timed([TOYVM, "report", "--format", fmt, "-o", out, path]) for _ in range(REPEAT)]
+                secs = min(r[0] for r in runs)
+                rss = max(r[1] for r in runs)
+                folded = folded or secs
+                print(f"| {n:,} | {size:.0f} | {fmt} | {secs:.2f} | {secs / folded:.2f} | {rss:.0f} |")
+                os.remove(out)
+            os.remove(path)
+
+
 def best(args):
     times = []
     for _ in range(REPEAT):
@@ -57,6 +129,9 @@ def best(args):
 
 
 def main():
+    if sys.argv[1:2] == ["--samples"]:
+        samples_main([int(a) for a in sys.argv[2:]] or [1_000_000, 10_000_000])
+        return
     sizes = [int(a) for a in sys.argv[1:]] or [50_000, 100_000, 200_000]
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     print("| distinct stacks | `report` s | per 1k stacks ms | `--folded` s | per 1k stacks ms |")

@@ -15,18 +15,26 @@ pub fn folded_lines(profile: &VmProfile) -> Vec<String> {
         .map(|f| folded_name(&f.name))
         .collect();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for stack in profile.stacks.iter().filter(|s| !s.is_empty()) {
-        let key = stack
-            .iter()
+    for stack in profile.stacks.iter().filter(|s| !s.frames.is_empty()) {
+        let key = (stack.frames.iter())
             .map(|&f| names[f].as_str())
             .collect::<Vec<_>>()
             .join(";");
-        *counts.entry(key).or_default() += 1;
+        *counts.entry(key).or_default() += stack.count;
     }
     counts
         .into_iter()
         .map(|(stack, n)| format!("{stack} {n}"))
         .collect()
+}
+
+/// Writes [`folded_lines`] to `out`, one per line.
+pub fn write_folded(profile: &VmProfile, out: &mut dyn Write) -> std::io::Result<()> {
+    for line in folded_lines(profile) {
+        out.write_all(line.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 /// A frame name that cannot break the format (`;` separates frames, the
@@ -68,16 +76,11 @@ mod tests {
             line: 1,
             file_cut: false,
         };
-        let profile = VmProfile {
-            interp: "toyvm".into(),
-            script: Some("a.toy".into()),
-            period_us: 1000,
-            frames: vec![frame("<main>"), frame("f"), frame("odd name;x")],
-            lines: Vec::new(),
-            cut_samples: 0,
-            cut_frames_max: 0,
-            stacks: vec![vec![0, 1], vec![0, 2], vec![0, 1], vec![0]],
-        };
+        let profile = VmProfile::of_samples(
+            vec![frame("<main>"), frame("f"), frame("odd name;x")],
+            vec![vec![0, 1], vec![0, 2], vec![0, 1], vec![0]],
+            Vec::new(),
+        );
         assert_eq!(
             folded_lines(&profile),
             vec!["<main> 1", "<main>;f 2", "<main>;odd_name_x 1"]

@@ -29,16 +29,17 @@ type LineCounts = HashMap<usize, HashMap<u32, (u64, u64)>>;
 fn count(profile: &VmProfile) -> LineCounts {
     let mut counts: LineCounts = HashMap::new();
     let mut seen: Vec<(usize, u32)> = Vec::new();
-    for (stack, lines) in profile.stacks.iter().zip(&profile.lines) {
+    for stack in &profile.stacks {
         seen.clear();
-        for (depth, (&frame, &line)) in stack.iter().zip(lines).enumerate() {
+        let depth_of_leaf = stack.frames.len().min(stack.lines.len());
+        for (depth, (&frame, &line)) in stack.frames.iter().zip(&stack.lines).enumerate() {
             let entry = (counts.entry(frame).or_default()).entry(line).or_default();
             if !seen.contains(&(frame, line)) {
                 seen.push((frame, line));
-                entry.0 += 1;
+                entry.0 += stack.count;
             }
-            if depth + 1 == stack.len() {
-                entry.1 += 1;
+            if depth + 1 == depth_of_leaf {
+                entry.1 += stack.count;
             }
         }
     }
@@ -93,8 +94,8 @@ pub fn read_source(frame: &Frame) -> Result<String, String> {
 /// frame names, or why it is not shown.
 pub fn render(profile: &VmProfile, source: &dyn Fn(&Frame) -> Result<String, String>) -> String {
     let mut out = String::new();
-    let samples = profile.stacks.len() as u64;
-    if profile.lines.is_empty() {
+    let samples = profile.samples;
+    if !profile.has_lines {
         out.push_str(
             "\nNo line information: record the profile with `toyvm run --vmprof FILE --vmprof-lines`.\n",
         );
@@ -173,14 +174,11 @@ mod tests {
             file_cut: false,
         };
         // <main> calls f at line 9; f recurses at line 3 and spins at 4.
-        let profile = VmProfile {
-            interp: "toyvm".into(),
-            period_us: 1000,
-            frames: vec![frame("<main>", 1), frame("f", 2)],
-            stacks: vec![vec![0, 1, 1], vec![0, 1], vec![0, 1]],
-            lines: vec![vec![9, 3, 4], vec![9, 4], vec![9, 3]],
-            ..VmProfile::default()
-        };
+        let profile = VmProfile::of_samples(
+            vec![frame("<main>", 1), frame("f", 2)],
+            vec![vec![0, 1, 1], vec![0, 1], vec![0, 1]],
+            vec![vec![9, 3, 4], vec![9, 4], vec![9, 3]],
+        );
         let counts = count(&profile);
         assert_eq!(counts[&0][&9], (3, 0));
         assert_eq!(counts[&1][&4], (2, 2));

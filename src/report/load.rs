@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use perfsupport::vmprof::format::PROFILE_LINES;
-use perfsupport::vmprof::{META_CUT_FRAMES_MAX, META_CUT_SAMPLES, ReadError, read_salvaging};
+use perfsupport::vmprof::{
+    META_CUT_FRAMES_MAX, META_CUT_SAMPLES, ReadError, SampleView, stream_profile,
+};
 
 /// One code object as named in a profile.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,7 +34,22 @@ pub struct Frame {
     pub file_cut: bool,
 }
 
-/// A profile, ready for the report.
+/// One distinct stack of a profile and how many samples had it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StackCount {
+    /// Indexes into [`VmProfile::frames`], root first.
+    pub frames: Vec<usize>,
+    /// In lines mode (`run --vmprof-lines`), the line each frame was
+    /// executing (0: unknown); empty otherwise.
+    pub lines: Vec<u32>,
+    /// The thread the samples were taken on (0 when the file does not say).
+    pub thread: u64,
+    /// Samples with exactly this stack, lines and thread.
+    pub count: u64,
+}
+
+/// A profile, ready for the report: its distinct stacks with their counts,
+/// so memory follows the distinct stacks, not the samples.
 #[derive(Debug, Default)]
 pub struct VmProfile {
     /// The interpreter name from the HEADER record (`toyvm`, `cpython`...).
@@ -41,19 +58,58 @@ pub struct VmProfile {
     pub script: Option<String>,
     /// CPU time one sample stands for, in microseconds.
     pub period_us: u64,
+    /// When profiling started, in nanoseconds since the Unix epoch (0 when
+    /// the file does not say).
+    pub start_ns: i64,
     /// Every frame that occurs in a sample.
     pub frames: Vec<Frame>,
-    /// One entry per sample: indexes into `frames`, root first.
-    pub stacks: Vec<Vec<usize>>,
-    /// A profile in lines mode (`run --vmprof-lines`): per sample, the line
-    /// each frame of its stack was executing (0: unknown). Empty otherwise.
-    pub lines: Vec<Vec<u32>>,
+    /// The distinct stacks, in the order they first occur.
+    pub stacks: Vec<StackCount>,
+    /// The number of samples (the sum of the counts).
+    pub samples: u64,
+    /// Whether the profile was recorded in lines mode.
+    pub has_lines: bool,
+    /// Only when loaded with `keep_order` (the Firefox export, a timeline):
+    /// the index into `stacks` of every sample, in file order.
+    pub order: Vec<u32>,
     /// Samples whose outermost frames were cut (deeper than the sampler
     /// keeps), and the most frames cut from one: from the profile's
     /// `cut_samples` and `cut_frames_max` META records, 0 without them.
     pub cut_samples: u64,
     /// See `cut_samples`.
     pub cut_frames_max: u64,
+}
+
+#[cfg(test)]
+impl VmProfile {
+    /// A profile of `frames` with one sample per entry of `stacks` (and, in
+    /// lines mode, of `lines`), identical samples counted together.
+    pub fn of_samples(frames: Vec<Frame>, stacks: Vec<Vec<usize>>, lines: Vec<Vec<u32>>) -> Self {
+        let has_lines = !lines.is_empty();
+        let mut profile = VmProfile {
+            interp: "toyvm".into(),
+            script: Some("a.toy".into()),
+            period_us: 1000,
+            frames,
+            has_lines,
+            ..VmProfile::default()
+        };
+        let lines = lines.into_iter().map(Some).chain(std::iter::repeat(None));
+        for (frames, lines) in stacks.into_iter().zip(lines) {
+            let lines = lines.unwrap_or_default();
+            profile.samples += 1;
+            match (profile.stacks.iter_mut()).find(|s| s.frames == frames && s.lines == lines) {
+                Some(stack) => stack.count += 1,
+                None => profile.stacks.push(StackCount {
+                    frames,
+                    lines,
+                    thread: 0,
+                    count: 1,
+                }),
+            }
+        }
+        profile
+    }
 }
 
 /// A loaded profile and what the reader had to warn about.
@@ -64,69 +120,107 @@ pub struct Loaded {
     pub incomplete: Option<String>,
 }
 
-/// Reads `path`; the error says why it is not a usable profile (for
-/// `error: PATH: <message>`).
-pub fn load(path: &Path) -> Result<Loaded, String> {
-    let salvaged = read_salvaging(path).map_err(describe_read_error)?;
+/// Reads `path` sample by sample (never holding more than one), counting
+/// the distinct stacks; with `keep_order`, also the stack of each sample.
+/// The error says why it is not a usable profile (for `error: PATH:
+/// <message>`).
+pub fn load(path: &Path, keep_order: bool) -> Result<Loaded, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the profile: {e}"))?;
+    let input = std::io::BufReader::with_capacity(1 << 16, file);
+    // Key: thread, depth, ids, lines; the value indexes `raw`.
+    let mut index: HashMap<Vec<u64>, u32> = HashMap::new();
+    let mut raw: Vec<(Vec<u64>, Vec<u64>, u64, u64)> = Vec::new();
+    let mut order = Vec::new();
+    let mut key = Vec::new();
+    let mut samples = 0u64;
+    let salvaged = stream_profile(input, |sample: SampleView<'_>| {
+        key.clear();
+        key.push(sample.thread);
+        key.push(sample.stack.len() as u64);
+        key.extend_from_slice(sample.stack);
+        key.extend_from_slice(sample.lines);
+        let at = match index.get(key.as_slice()) {
+            Some(&at) => at,
+            None => {
+                let at = raw.len() as u32;
+                index.insert(key.clone(), at);
+                raw.push((
+                    sample.stack.to_vec(),
+                    sample.lines.to_vec(),
+                    sample.thread,
+                    0,
+                ));
+                at
+            }
+        };
+        raw[at as usize].3 += 1;
+        samples += 1;
+        if keep_order {
+            order.push(at);
+        }
+    })
+    .map_err(describe_read_error)?;
+    drop(index);
     let profile = salvaged.profile;
     let incomplete = match (&salvaged.cut, profile.has_trailer) {
         (_, true) => None,
         (Some(ReadError::Truncated { offset, what }), false) => Some(format!(
-            "the profile has no trailer and ends inside {what} at offset {offset}; showing the {} whole samples before it (was the profiler killed?)",
-            profile.samples.len()
+            "the profile has no trailer and ends inside {what} at offset {offset}; showing the {samples} whole samples before it (was the profiler killed?)"
         )),
         (_, false) => Some(format!(
-            "the profile has no trailer; showing its {} samples (was the profiler killed?)",
-            profile.samples.len()
+            "the profile has no trailer; showing its {samples} samples (was the profiler killed?)"
         )),
     };
     let mut frames = Vec::new();
     let mut index_of: HashMap<u64, usize> = HashMap::new();
-    let mut stacks = Vec::with_capacity(profile.samples.len());
-    for sample in &profile.samples {
-        let stack = sample
-            .stack
-            .iter()
-            .map(|&id| {
-                *index_of.entry(id).or_insert_with(|| {
-                    frames.push(match profile.name(id) {
-                        Some(name) => parse_code_name(name),
-                        None => Frame {
-                            name: format!("{id:#x}"),
-                            ..Frame::default()
-                        },
-                    });
-                    frames.len() - 1
+    let stacks = raw
+        .into_iter()
+        .map(|(ids, lines, thread, count)| StackCount {
+            frames: (ids.iter())
+                .map(|&id| {
+                    *index_of.entry(id).or_insert_with(|| {
+                        frames.push(match profile.name(id) {
+                            Some(name) => parse_code_name(name),
+                            None => Frame {
+                                name: format!("{id:#x}"),
+                                ..Frame::default()
+                            },
+                        });
+                        frames.len() - 1
+                    })
                 })
-            })
-            .collect();
-        stacks.push(stack);
-    }
-    let lines = if profile.mode & PROFILE_LINES != 0 {
-        (profile.samples.iter())
-            .map(|s| {
-                let line = |&l: &u64| u32::try_from(l).unwrap_or(0);
-                s.lines.iter().map(line).collect()
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+                .collect(),
+            lines: lines
+                .iter()
+                .map(|&l| u32::try_from(l).unwrap_or(0))
+                .collect(),
+            thread,
+            count,
+        })
+        .collect();
     let meta_count = |key: &str| {
         (profile.meta_value(key))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
+    let start_ns = profile.start_time.map_or(0, |t| {
+        t.sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.usec.saturating_mul(1000))
+    });
     Ok(Loaded {
         profile: VmProfile {
-            lines,
+            has_lines: profile.mode & PROFILE_LINES != 0,
             cut_samples: meta_count(META_CUT_SAMPLES),
             cut_frames_max: meta_count(META_CUT_FRAMES_MAX),
             script: profile.meta_value("script").map(str::to_owned),
             interp: profile.interp,
             period_us: u64::try_from(profile.period_us).unwrap_or(0),
+            start_ns,
             frames,
             stacks,
+            samples,
+            order,
         },
         incomplete,
     })

@@ -16,7 +16,7 @@ const MAX_INDENT_LEVELS: usize = 24;
 /// samples are left out (the flat profile lists every function).
 pub fn render(profile: &VmProfile, min_percent: f64) -> String {
     let mut out = String::new();
-    let samples = profile.stacks.len() as u64;
+    let samples = profile.samples;
     let cpu_ms = samples * profile.period_us / 1000;
     let of = match &profile.script {
         Some(script) => format!(" of {}", printable(script)),

@@ -1,4 +1,5 @@
-//! The call tree and the flat profile, computed from the samples.
+//! The call tree and the flat profile, computed from the distinct stacks
+//! and their sample counts.
 //!
 //! Both take time linear in the number of frames in all samples: the tree
 //! finds a node's child for a frame in a hash map keyed by (parent, frame),
@@ -45,9 +46,9 @@ impl CallTree {
         let mut child_of: HashMap<(usize, usize), usize> = HashMap::new();
         for stack in &profile.stacks {
             let mut at = 0;
-            tree.nodes[0].total += 1;
+            tree.nodes[0].total += stack.count;
             let mut previous = None;
-            for &frame in stack {
+            for &frame in &stack.frames {
                 if previous == Some(frame) {
                     continue;
                 }
@@ -55,9 +56,9 @@ impl CallTree {
                 at = *child_of
                     .entry((at, frame))
                     .or_insert_with(|| tree.add_child(at, frame));
-                tree.nodes[at].total += 1;
+                tree.nodes[at].total += stack.count;
             }
-            tree.nodes[at].self_samples += 1;
+            tree.nodes[at].self_samples += stack.count;
         }
         let totals: Vec<u64> = tree.nodes.iter().map(|n| n.total).collect();
         for node in &mut tree.nodes {
@@ -105,16 +106,16 @@ pub fn flat_profile(profile: &VmProfile) -> Vec<FlatEntry> {
         .collect();
     let mut last_seen = vec![usize::MAX; profile.frames.len()];
     let mut min_depth = vec![usize::MAX; profile.frames.len()];
-    for (sample, stack) in profile.stacks.iter().enumerate() {
-        for (depth, &frame) in stack.iter().enumerate() {
+    for (index, stack) in profile.stacks.iter().enumerate() {
+        for (depth, &frame) in stack.frames.iter().enumerate() {
             min_depth[frame] = min_depth[frame].min(depth);
-            if last_seen[frame] != sample {
-                last_seen[frame] = sample;
-                entries[frame].total += 1;
+            if last_seen[frame] != index {
+                last_seen[frame] = index;
+                entries[frame].total += stack.count;
             }
         }
-        if let Some(&leaf) = stack.last() {
-            entries[leaf].self_samples += 1;
+        if let Some(&leaf) = stack.frames.last() {
+            entries[leaf].self_samples += stack.count;
         }
     }
     entries.sort_by_key(|e| {
@@ -140,16 +141,11 @@ mod tests {
             line: 1,
             file_cut: false,
         };
-        VmProfile {
-            interp: "toyvm".into(),
-            script: Some("a.toy".into()),
-            period_us: 1000,
-            frames: vec![frame("<main>"), frame("f"), frame("g")],
-            lines: Vec::new(),
-            cut_samples: 0,
-            cut_frames_max: 0,
+        VmProfile::of_samples(
+            vec![frame("<main>"), frame("f"), frame("g")],
             stacks,
-        }
+            Vec::new(),
+        )
     }
 
     #[test]

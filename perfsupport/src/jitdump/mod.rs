@@ -351,19 +351,29 @@ impl JitDump {
 /// resolved one, so `DIR/../perf-X` or a symlink into `/tmp/perf-X` would
 /// otherwise slip through.
 fn dump_path_in(dir: &Path) -> io::Result<PathBuf> {
-    let resolved = std::fs::canonicalize(dir)
-        .map_err(|err| with_context(err, "cannot resolve the jitdump directory", dir))?;
-    let path = resolved.join(format!("jit-{}.dump", std::process::id()));
-    if path.to_string_lossy().starts_with(PERF_MAP_PREFIX) {
-        return Err(io::Error::new(
+    let name = format!("jit-{}.dump", std::process::id());
+    let refuse = |path: &Path| {
+        io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
                 "refusing jitdump path {}: perf treats files under {PERF_MAP_PREFIX}* as perf maps",
                 path.display()
             ),
-        ));
+        )
+    };
+    // As written (so a directory not made yet is refused for what it is),
+    // then as resolved.
+    let written = std::path::absolute(dir.join(&name))?;
+    if written.to_string_lossy().starts_with(PERF_MAP_PREFIX) {
+        return Err(refuse(&written));
     }
-    Ok(path)
+    let resolved = std::fs::canonicalize(dir)
+        .map_err(|err| with_context(err, "cannot resolve the directory of", &written))?
+        .join(&name);
+    if resolved.to_string_lossy().starts_with(PERF_MAP_PREFIX) {
+        return Err(refuse(&resolved));
+    }
+    Ok(resolved)
 }
 // ANCHOR_END: dump_path
 

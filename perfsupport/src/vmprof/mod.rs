@@ -92,8 +92,8 @@ pub use frame_view::{
 };
 pub use names::{CUT_MARK, CodeName, MAX_CLASS_PREFIX, MAX_CODE_NAME, code_name, parse_code_name};
 pub use reader::{
-    Profile, ReadError, Salvaged, Sample, parse_profile, read_profile, read_salvaging,
-    salvage_profile,
+    Profile, ReadError, Salvaged, Sample, SampleView, parse_profile, read_profile, read_salvaging,
+    salvage_profile, stream_profile,
 };
 pub use registry::{
     CodeClass, CodeId, CodeIdCell, code_name_of, get_unique_id, register_code,

@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 use super::format::*;
@@ -154,14 +155,18 @@ impl std::error::Error for ReadError {
 
 /// Reads and parses the profile at `path`.
 pub fn read_profile(path: &Path) -> Result<Profile, ReadError> {
-    let bytes = std::fs::read(path).map_err(ReadError::Io)?;
-    parse_profile(&bytes)
+    let salvaged = read_salvaging(path)?;
+    match salvaged.cut {
+        Some(cut) => Err(cut),
+        None => Ok(salvaged.profile),
+    }
 }
 
-/// Reads the profile at `path` with [`salvage_profile`].
+/// Reads the profile at `path` with [`salvage_profile`], from the file as
+/// it goes (the file is never held in memory whole).
 pub fn read_salvaging(path: &Path) -> Result<Salvaged, ReadError> {
-    let bytes = std::fs::read(path).map_err(ReadError::Io)?;
-    salvage_profile(&bytes)
+    let file = std::fs::File::open(path).map_err(ReadError::Io)?;
+    collect_samples(std::io::BufReader::with_capacity(1 << 16, file))
 }
 
 /// Parses a whole profile held in memory.
@@ -188,17 +193,61 @@ pub struct Salvaged {
 /// inside a record after the HEADER yields the records before it (and the
 /// cut). Every other problem is an error, as for [`parse_profile`].
 pub fn salvage_profile(bytes: &[u8]) -> Result<Salvaged, ReadError> {
+    collect_samples(bytes)
+}
+
+/// [`stream_profile`], keeping every sample in [`Profile::samples`].
+fn collect_samples(input: impl Read) -> Result<Salvaged, ReadError> {
+    let mut samples = Vec::new();
+    let mut salvaged = stream_profile(input, |sample| {
+        samples.push(Sample {
+            stack: sample.stack.to_vec(),
+            lines: sample.lines.to_vec(),
+            thread: sample.thread,
+        });
+    })?;
+    salvaged.profile.samples = samples;
+    Ok(salvaged)
+}
+
+// ANCHOR: stream_profile
+/// One sample as [`stream_profile`] hands it over: borrowed, valid for the
+/// call only.
+#[derive(Clone, Copy, Debug)]
+pub struct SampleView<'a> {
+    /// Code ids, root first.
+    pub stack: &'a [u64],
+    /// In lines mode, the line of each frame of `stack`; empty otherwise.
+    pub lines: &'a [u64],
+    /// The thread id (0 before version 1).
+    pub thread: u64,
+}
+
+/// Reads a profile from `input` as [`salvage_profile`] does, but hands each
+/// sample to `on_sample` instead of keeping it: [`Profile::samples`] stays
+/// empty, and memory does not grow with the number of samples (a report
+/// that counts distinct stacks reads ten million samples in the memory of
+/// their few hundred stacks).
+pub fn stream_profile(
+    input: impl Read,
+    mut on_sample: impl FnMut(SampleView<'_>),
+) -> Result<Salvaged, ReadError> {
     let mut parser = Parser {
-        bytes,
+        input,
         pos: 0,
         record: 0,
         seen_header: false,
+        version: 0,
+        mode: 0,
+        buf: Vec::new(),
+        stack: Vec::new(),
+        lines: Vec::new(),
     };
     let mut profile = Profile {
         period_us: parser.static_header()?,
         ..Profile::default()
     };
-    match parser.records(&mut profile) {
+    match parser.records(&mut profile, &mut on_sample) {
         Ok(()) => Ok(Salvaged { profile, cut: None }),
         Err(cut @ ReadError::Truncated { .. }) if parser.seen_header => Ok(Salvaged {
             profile,
@@ -207,40 +256,92 @@ pub fn salvage_profile(bytes: &[u8]) -> Result<Salvaged, ReadError> {
         Err(error) => Err(error),
     }
 }
+// ANCHOR_END: stream_profile
 
-struct Parser<'a> {
-    bytes: &'a [u8],
+struct Parser<R> {
+    input: R,
+    /// Bytes consumed so far.
     pos: usize,
     /// Start of the record being parsed, for error messages.
     record: usize,
     /// Whether the HEADER record has been read.
     seen_header: bool,
+    /// The HEADER's version and mode.
+    version: i16,
+    mode: u8,
+    /// Scratch space for the bytes of the field being read.
+    buf: Vec<u8>,
+    /// The sample being read (reused: no allocation per sample).
+    stack: Vec<u64>,
+    lines: Vec<u64>,
 }
 
-impl Parser<'_> {
+impl<R: Read> Parser<R> {
+    /// The next `n` bytes; `Truncated` if the input ends first. Allocates
+    /// only as the bytes arrive, so a length field that lies cannot make it
+    /// reserve more than the input holds.
     fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], ReadError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len());
-        let Some(end) = end else {
+        self.buf.clear();
+        let got = (&mut self.input)
+            .take(n as u64)
+            .read_to_end(&mut self.buf)
+            .map_err(ReadError::Io)?;
+        self.pos += got;
+        if got < n {
             return Err(ReadError::Truncated {
                 offset: self.record,
                 what,
             });
-        };
-        let slice = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(slice)
+        }
+        Ok(&self.buf)
+    }
+
+    /// Fills `out` whole, or `Truncated`.
+    fn fill(&mut self, out: &mut [u8], what: &'static str) -> Result<(), ReadError> {
+        let mut done = 0;
+        while done < out.len() {
+            match self.input.read(&mut out[done..]) {
+                Ok(0) => {
+                    self.pos += done;
+                    return Err(ReadError::Truncated {
+                        offset: self.record,
+                        what,
+                    });
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        }
+        self.pos += done;
+        Ok(())
+    }
+
+    /// The next marker byte, or `None` at the end of the input.
+    fn marker(&mut self) -> Result<Option<u8>, ReadError> {
+        let mut byte = [0u8];
+        loop {
+            match self.input.read(&mut byte) {
+                Ok(0) => return Ok(None),
+                Ok(_) => {
+                    self.pos += 1;
+                    return Ok(Some(byte[0]));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        }
     }
 
     fn u8(&mut self, what: &'static str) -> Result<u8, ReadError> {
-        Ok(self.take(1, what)?[0])
+        let mut raw = [0u8];
+        self.fill(&mut raw, what)?;
+        Ok(raw[0])
     }
 
     fn word(&mut self, what: &'static str) -> Result<i64, ReadError> {
-        let mut raw = [0; 8];
-        raw.copy_from_slice(self.take(8, what)?);
+        let mut raw = [0u8; 8];
+        self.fill(&mut raw, what)?;
         Ok(i64::from_le_bytes(raw))
     }
 
@@ -255,27 +356,37 @@ impl Parser<'_> {
         let len = self.word(what)?;
         let len =
             usize::try_from(len).map_err(|_| self.bad(format!("negative length in {what}")))?;
-        let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| self.bad(format!("{what} is not UTF-8")))
+        let bytes = self.take(len, what)?.to_vec();
+        String::from_utf8(bytes).map_err(|_| self.bad(format!("{what} is not UTF-8")))
     }
 
     fn timeval(&mut self, what: &'static str) -> Result<Timeval, ReadError> {
         let sec = self.word(what)?;
         let usec = self.word(what)?;
-        self.take(8, what)?;
+        self.word(what)?;
         Ok(Timeval { sec, usec })
     }
 
     fn static_header(&mut self) -> Result<i64, ReadError> {
-        if self.bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut b = [0u8; STATIC_HEADER_SIZE];
+        let mut got = 0;
+        while got < b.len() {
+            match self.input.read(&mut b[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        }
+        self.pos = got;
+        if got >= 2 && b[..2] == [0x1f, 0x8b] {
             return Err(ReadError::Gzip);
         }
-        if self.bytes.len() < STATIC_HEADER_SIZE {
+        if got < STATIC_HEADER_SIZE {
             return Err(ReadError::BadHeader(
                 "shorter than the 40-byte static header",
             ));
         }
-        let b = self.bytes;
         if b[4] == 3 || b[7] == 3 {
             return Err(ReadError::BadHeader("4-byte words are not supported"));
         }
@@ -284,9 +395,9 @@ impl Parser<'_> {
                 "big-endian profiles are not supported",
             ));
         }
-        let words: Vec<i64> = (0..5)
-            .map(|_| self.word("the static header"))
-            .collect::<Result<_, _>>()?;
+        let words: Vec<i64> = (b.chunks_exact(8))
+            .map(|w| i64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
+            .collect();
         if words[0] != 0 || words[1] != 3 || words[2] != 0 {
             return Err(ReadError::BadHeader(
                 "the static header must start with the words 0, 3, 0",
@@ -300,11 +411,18 @@ impl Parser<'_> {
         Ok(words[3])
     }
 
-    /// Reads the records after the static header into `profile`.
-    fn records(&mut self, profile: &mut Profile) -> Result<(), ReadError> {
-        while self.pos < self.bytes.len() {
+    /// Reads the records after the static header into `profile`, handing
+    /// each sample to `on_sample`.
+    fn records(
+        &mut self,
+        profile: &mut Profile,
+        on_sample: &mut impl FnMut(SampleView<'_>),
+    ) -> Result<(), ReadError> {
+        loop {
             self.record = self.pos;
-            let marker = self.u8("a marker")?;
+            let Some(marker) = self.marker()? else {
+                return Ok(());
+            };
             match marker {
                 MARKER_HEADER => {
                     if self.seen_header {
@@ -331,15 +449,19 @@ impl Parser<'_> {
                     if !self.seen_header {
                         return Err(self.bad("a sample before the HEADER record"));
                     }
-                    let sample = self.sample(profile)?;
-                    profile.samples.push(sample);
+                    let thread = self.sample()?;
+                    on_sample(SampleView {
+                        stack: &self.stack,
+                        lines: &self.lines,
+                        thread,
+                    });
                 }
                 MARKER_TRAILER => {
                     if profile.version >= VERSION_DURATION {
                         profile.end_time = Some(self.timeval("the TRAILER")?);
                     }
                     profile.has_trailer = true;
-                    break;
+                    return Ok(());
                 }
                 _ => {
                     return Err(ReadError::BadMarker {
@@ -349,12 +471,12 @@ impl Parser<'_> {
                 }
             }
         }
-        Ok(())
     }
 
     fn header(&mut self, profile: &mut Profile) -> Result<(), ReadError> {
-        let raw = self.take(2, "the HEADER")?;
-        let version = i16::from_be_bytes([raw[0], raw[1]]);
+        let mut raw = [0u8; 2];
+        self.fill(&mut raw, "the HEADER")?;
+        let version = i16::from_be_bytes(raw);
         if !(0..=VERSION_SAMPLE_TIME).contains(&version) {
             return Err(ReadError::UnknownVersion(version));
         }
@@ -366,19 +488,23 @@ impl Parser<'_> {
             0
         };
         let len = self.u8("the HEADER")?;
-        let name = self.take(usize::from(len), "the HEADER")?;
-        let interp = String::from_utf8(name.to_vec())
-            .map_err(|_| self.bad("the interpreter name is not UTF-8"))?;
+        let name = self.take(usize::from(len), "the HEADER")?.to_vec();
+        let interp =
+            String::from_utf8(name).map_err(|_| self.bad("the interpreter name is not UTF-8"))?;
         if interp == "pypy" || mode & PROFILE_RPYTHON != 0 {
             return Err(ReadError::RPythonProfile);
         }
         profile.version = version;
         profile.mode = mode;
         profile.interp = interp;
+        self.version = version;
+        self.mode = mode;
         Ok(())
     }
 
-    fn sample(&mut self, profile: &Profile) -> Result<Sample, ReadError> {
+    /// Reads one STACKTRACE into `self.stack` and `self.lines` (root
+    /// first); returns its thread id.
+    fn sample(&mut self) -> Result<u64, ReadError> {
         let count = self.word("a STACKTRACE")?;
         if count != 1 {
             return Err(self.bad(format!("sample count {count}, expected 1")));
@@ -390,37 +516,35 @@ impl Parser<'_> {
             .ok_or_else(|| {
                 self.bad(format!("stack depth {depth} outside 0..={MAX_STACK_DEPTH}"))
             })?;
-        let raw = self.take(depth * WORD_SIZE, "a STACKTRACE")?;
-        let words = raw
-            .chunks_exact(WORD_SIZE)
+        self.take(depth * WORD_SIZE, "a STACKTRACE")?;
+        let words = (self.buf.chunks_exact(WORD_SIZE))
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
-        let (mut stack, mut lines): (Vec<u64>, Vec<u64>) = if profile.mode & PROFILE_LINES != 0 {
+        self.stack.clear();
+        self.lines.clear();
+        if self.mode & PROFILE_LINES != 0 {
             // Every frame is (line, id); an odd last entry is a lone line.
-            let words: Vec<u64> = words.collect();
-            (words.chunks_exact(2))
-                .map(|pair| (pair[1], pair[0]))
-                .unzip()
+            let mut words = words;
+            while let (Some(line), Some(id)) = (words.next(), words.next()) {
+                self.lines.push(line);
+                self.stack.push(id);
+            }
         } else {
-            (words.collect(), Vec::new())
-        };
-        stack.reverse();
-        lines.reverse();
-        let thread = if profile.version >= VERSION_THREAD_ID {
+            self.stack.extend(words);
+        }
+        self.stack.reverse();
+        self.lines.reverse();
+        let thread = if self.version >= VERSION_THREAD_ID {
             self.word("a STACKTRACE")? as u64
         } else {
             0
         };
-        if profile.mode & PROFILE_MEMORY != 0 {
+        if self.mode & PROFILE_MEMORY != 0 {
             self.word("a STACKTRACE")?;
         }
-        if profile.version >= VERSION_SAMPLE_TIME {
+        if self.version >= VERSION_SAMPLE_TIME {
             self.word("a STACKTRACE")?;
         }
-        Ok(Sample {
-            stack,
-            lines,
-            thread,
-        })
+        Ok(thread)
     }
 }
 
