@@ -86,14 +86,21 @@ def sample_profile(n, distinct=300):
 
 
 def timed(args):
-    """(seconds, peak RSS in MiB) of one run."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - t
-    if status != 0:
-        raise SystemExit(f"{args}: status {status}: {proc.stderr.read().decode()}")
-    return elapsed, usage.ru_maxrss / 1024
+    """(seconds, peak RSS in MiB) of one run. The run is started by a small
+    process of its own: a child forked from this one (which may hold a
+    gigabyte of generated profile) would count that memory as its peak."""
+    probe = (
+        "import os, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+        "_, status, usage = os.wait4(p.pid, 0)\n"
+        "print(time.perf_counter() - t, usage.ru_maxrss, status)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *args], check=True,
+                         capture_output=True, text=True).stdout.split()
+    if out[2] != "0":
+        raise SystemExit(f"{args}: status {out[2]}")
+    return float(out[0]), int(out[1]) / 1024
 
 
 def samples_main(sizes):
@@ -107,6 +114,8 @@ def samples_main(sizes):
             with open(path, "wb") as f:
                 f.write(sample_profile(n))
             size = os.path.getsize(path) / 2**20
+            check = subprocess.run([TOYVM, "report", path], check=True, capture_output=True, text=True)
+            assert f"{n:,}".replace(",", "") in check.stdout.split("\n")[0].replace(",", ""), check.stdout[:200]
             folded = None
             for fmt in formats:
                 out = os.path.join(d, f"out.{fmt}")

@@ -280,6 +280,82 @@ strip_counts() {
         awk '{ n[NR] = $NF; line[NR] = $0; total += $NF }
             END { for (i = 1; i <= NR; i++) if (n[i] * 40 >= total) print line[i] }' | sed -E 's/ [0-9]+$/ N/'
 } >"$OUT/vmprof-folded.txt"
+# The exports: pprof as `go tool pprof` shows it (when go is installed;
+# otherwise the committed output is kept), and the shape of the speedscope
+# and Firefox files. Counts become N, shares NN.N%, rows sorted by name.
+"$TOYVM" report --format pprof -o "$WORK/demo.pb.gz" "$WORK/demo.prof"
+if command -v go >/dev/null; then
+    {
+        echo "\$ toyvm report --format pprof -o demo.pb.gz demo.prof"
+        echo "\$ go tool pprof -top -sample_index=samples demo.pb.gz   # counts replaced by N, shares by NN.N%, rows sorted by name, <jit compiler> left out"
+        (cd "$WORK" && HOME="$WORK" PPROF_TMPDIR="$WORK" go tool pprof -top -sample_index=samples demo.pb.gz 2>/dev/null) |
+            grep -v -e '^Time:' -e '^Duration:' -e 'jit compiler' | sed -e 's|'"$WORK"'/||g' | python3 -c 'import re, sys
+rows, head = [], []
+for line in sys.stdin.read().splitlines():
+    m = re.match(r" *[0-9]+ +[0-9.]+% +[0-9.]+% +[0-9]+ +[0-9.]+% +(.*)$", line)
+    if m:
+        rows.append("         N  NN.N%%  NN.N%%          N  NN.N%%  %s" % m.group(1))
+    elif not line.startswith("Showing"):
+        head.append(line)
+print("\n".join(head + sorted(rows, key=lambda r: r.split("%")[-1])))'
+    } >"$OUT/vmprof-export-pprof.txt"
+fi
+"$TOYVM" report --format speedscope -o "$WORK/demo.speedscope.json" "$WORK/demo.prof"
+{
+    echo "\$ toyvm report --format speedscope -o demo.speedscope.json demo.prof"
+    echo "\$ python3 -m json.tool demo.speedscope.json   # abridged: the frame table in full, the samples and weights elided"
+    python3 -c 'import json, sys
+f = json.load(open(sys.argv[1]))
+p = f["profiles"][0]
+frames = sorted(f["shared"]["frames"], key=lambda fr: fr["name"])
+frames = [fr for fr in frames if fr["name"] != "<jit compiler>"]
+for fr in frames:
+    fr["file"] = fr.get("file", "").split("/")[-1]
+short = {"$schema": f["$schema"], "exporter": "toyvm N", "name": "toyvm profile of profile_demo.toy",
+    "shared": {"frames": frames},
+    "profiles": [{"type": p["type"], "name": "profile_demo.toy", "unit": p["unit"], "startValue": 0,
+        "endValue": "N", "samples": ["[...one stack per distinct stack, root first...]"], "weights": ["N", "..."]}]}
+print(json.dumps(short, indent=2))' "$WORK/demo.speedscope.json"
+} >"$OUT/vmprof-export-speedscope.txt"
+"$TOYVM" report --format firefox -o "$WORK/demo.firefox.json" "$WORK/demo.prof"
+{
+    echo "\$ toyvm report --format firefox -o demo.firefox.json demo.prof"
+    echo "\$ # what is inside: the product line, each thread, its samples and its functions (counts replaced by N)"
+    python3 -c 'import json, sys
+f = json.load(open(sys.argv[1]))
+print("product:", f["meta"]["product"].replace(sys.argv[2] + "/", ""))
+print("interval:", f["meta"]["interval"], "ms")
+for t in f["threads"][:1]:
+    names = sorted(set(t["stringArray"][i] for i in t["funcTable"]["name"]) - {"<jit compiler>"})
+    print("thread: main" if t["isMainThread"] else "thread:", "- N samples, one interval apart")
+    for n in names:
+        print("  function:", n)' "$WORK/demo.firefox.json" "$PWD"
+} >"$OUT/vmprof-export-firefox.txt"
+rm -f "$WORK/demo.pb.gz" "$WORK/demo.speedscope.json" "$WORK/demo.firefox.json"
+# The differential view: the same script interpreted (before) and with the
+# JIT (after).
+"$TOYVM" run --no-jit --vmprof "$WORK/before.prof" examples/scripts/profile_demo.toy 200000 300 >/dev/null
+"$TOYVM" run --vmprof "$WORK/after.prof" examples/scripts/profile_demo.toy 200000 300 >/dev/null
+{
+    echo "\$ toyvm run --no-jit --vmprof before.prof examples/scripts/profile_demo.toy 200000 300"
+    echo "\$ toyvm run --vmprof after.prof examples/scripts/profile_demo.toy 200000 300"
+    echo "\$ toyvm report --diff before.prof after.prof   # numbers replaced by N and NN.N, rows sorted by name, <jit compiler> left out"
+    "$TOYVM" report --diff "$WORK/before.prof" "$WORK/after.prof" | grep -v 'jit compiler' |
+        sed -E -e 's/[0-9]+ samples/N samples/g' -e 's/, [0-9]+ after/, N after/' | python3 -c 'import re, sys
+lines = sys.stdin.read().splitlines()
+number = r" +[+-]?[0-9]+\.[0-9]"
+rows = []
+for line in lines[4:]:
+    m = re.match("(?:%s){6}  (.*)$" % number, line)
+    if m:
+        rows.append("          NN.N    NN.N   NN.N            NN.N    NN.N   NN.N  " + m.group(1))
+print("\n".join(lines[:4] + sorted(rows, key=lambda r: r.split("  ")[-1])))'
+} >"$OUT/vmprof-diff.txt"
+(cd "$WORK" && "$TOYVM" report --diff before.prof --flamegraph diff.svg after.prof >/dev/null 2>&1)
+if [[ -z $CHECK && (! -e book/src/images/vmprof-diff.svg || ${REGENERATE_IMAGES:-} == 1) ]]; then
+    cp "$WORK/diff.svg" book/src/images/vmprof-diff.svg
+fi
+rm -f "$WORK/before.prof" "$WORK/after.prof" "$WORK/diff.svg"
 # Lines mode: the hottest lines of each function.
 "$TOYVM" run --vmprof "$WORK/demo-lines.prof" --vmprof-lines examples/scripts/profile_demo.toy 200000 300 >/dev/null
 {

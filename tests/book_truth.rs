@@ -36,6 +36,7 @@ use std::process::Command;
 fn tool_of(name: &str) -> Option<&'static str> {
     match name {
         "vmprofshow.txt" => Some("vmprofshow"),
+        "vmprof-export-pprof.txt" => Some("go"),
         "minijit-dwarf-chain.txt" => Some("cc"),
         n if n.starts_with("gdb-") => Some("gdb"),
         "perf-interp-stack.txt"
@@ -320,6 +321,7 @@ fn tool_usable(tool: &str) -> bool {
     match tool {
         "perf" => common::tool_or_skip(TEST, "perf", common::PERF_RECORD_PROBE),
         "gdb" => common::tool_or_skip(TEST, "gdb", &["--version"]),
+        "go" => common::tool_or_skip(TEST, "go", &["version"]),
         "cc" => {
             common::tool_or_skip(TEST, "perf", common::PERF_RECORD_PROBE)
                 && common::tool_or_skip(TEST, "cc", &["--version"])

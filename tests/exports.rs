@@ -221,8 +221,8 @@ fn go_tool_pprof_lines_match_the_profiles_own_lines() {
             continue;
         };
         let name = perfsupport::vmprof::parse_code_name(read.name(id).unwrap()).unwrap();
-        if name.file.is_empty() {
-            continue; // `<jit compiler>`: pprof shows no line for it
+        if name.file.is_empty() || name.file == "-" {
+            continue; // `<jit compiler>` has no file: pprof shows no line
         }
         let file = name.file.rsplit('/').next().unwrap().to_owned();
         let function = name.func_name.replace('<', "‹").replace('>', "›");
@@ -433,8 +433,9 @@ fn the_firefox_profile_holds_every_sample_and_function() {
         .map(|&id| {
             // The label: the name, then `file:line` when the profile says.
             let name = perfsupport::vmprof::parse_code_name(read.name(id).unwrap()).unwrap();
+            // `-` is toyvm's "no file" (`<jit compiler>`).
             match name.file.rsplit('/').next() {
-                Some(file) if !file.is_empty() => {
+                Some(file) if !file.is_empty() && file != "-" => {
                     format!("{} {file}:{}", name.func_name, name.line)
                 }
                 _ => name.func_name,

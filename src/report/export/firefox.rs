@@ -42,7 +42,8 @@ pub fn build(profile: &VmProfile, order: &[u32]) -> Profile {
     let category: CategoryPairHandle = fx.add_category("Toy", CategoryColor::Blue).into();
     let labels: Vec<_> = (profile.frames.iter())
         .map(|frame| {
-            let label = if frame.file.is_empty() {
+            // `-` is how a VM says "no file" (toyvm's `<jit compiler>`).
+            let label = if frame.file.is_empty() || frame.file == "-" {
                 frame.name.clone()
             } else {
                 let file = frame.file.rsplit('/').next().unwrap_or(&frame.file);
@@ -51,21 +52,29 @@ pub fn build(profile: &VmProfile, order: &[u32]) -> Profile {
             fx.intern_string(&label)
         })
         .collect();
-    let mut threads: HashMap<u64, ThreadHandle> = HashMap::new();
+    // The VM's thread, the one with the most samples, is the main thread.
+    let mut per_thread: HashMap<u64, u64> = HashMap::new();
+    for stack in &profile.stacks {
+        *per_thread.entry(stack.thread).or_default() += stack.count;
+    }
+    let mut by_samples: Vec<(u64, u64)> = per_thread.into_iter().collect();
+    by_samples.sort_by_key(|&(thread, samples)| (std::cmp::Reverse(samples), thread));
+    let threads: HashMap<u64, ThreadHandle> = (by_samples.iter().enumerate())
+        .map(|(rank, &(tid, _))| {
+            let thread = fx.add_thread(process, tid as u32, zero, rank == 0);
+            let name = if rank == 0 {
+                "main".to_owned()
+            } else {
+                format!("thread {tid}")
+            };
+            fx.set_thread_name(thread, &name);
+            (tid, thread)
+        })
+        .collect();
     let mut stacks: HashMap<usize, Option<StackHandle>> = HashMap::new();
     for (index, &stack_index) in order.iter().enumerate() {
         let stack = &profile.stacks[stack_index as usize];
-        let main = threads.is_empty();
-        let thread = *threads.entry(stack.thread).or_insert_with(|| {
-            let thread = fx.add_thread(process, stack.thread as u32, zero, main);
-            let name = if main {
-                "main".to_owned()
-            } else {
-                format!("thread {}", stack.thread)
-            };
-            fx.set_thread_name(thread, &name);
-            thread
-        });
+        let thread = threads[&stack.thread];
         let handle = *stacks.entry(stack_index as usize).or_insert_with(|| {
             let frames = stack.frames.iter().map(|&frame| FrameInfo {
                 frame: Frame::Label(labels[frame]),

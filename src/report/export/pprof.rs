@@ -136,11 +136,13 @@ impl Strings {
     }
 }
 
+// ANCHOR: pprof_name
 /// `name` as pprof shows it whole: `<` and `>` as `‹` and `›` (see the
 /// module docs).
 pub fn pprof_name(name: &str) -> String {
     name.replace('<', "‹").replace('>', "›")
 }
+// ANCHOR_END: pprof_name
 
 /// Builds the `Profile` message of `profile`.
 pub fn build(profile: &VmProfile) -> Profile {
