@@ -27,10 +27,30 @@ pub struct Files {
 
 /// Fails if an output is one of the inputs: the same file, under any name
 /// (another spelling, a hard link, a symlink to it). An output that does
-/// not exist yet cannot be an input that does.
+/// not exist yet cannot be an input that does. Two outputs naming the same
+/// file (`-o x.svg --flamegraph x.svg`) are refused too: the second would
+/// replace the first.
 pub fn refuse_overwriting_inputs(files: &Files) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let identity = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let same_output = |a: &Path, b: &Path| {
+        let absolute = |p: &Path| std::path::absolute(p).ok();
+        (absolute(a).is_some() && absolute(a) == absolute(b))
+            || (identity(a).is_some() && identity(a) == identity(b))
+    };
+    for (i, first) in files.outputs.iter().enumerate() {
+        if let Some(second) =
+            (files.outputs[i + 1..].iter()).find(|o| same_output(&first.path, &o.path))
+        {
+            return Err(format!(
+                "{} {} and {} {} name the same file",
+                first.option,
+                first.path.display(),
+                second.option,
+                second.path.display()
+            ));
+        }
+    }
     for output in &files.outputs {
         let Some(written) = identity(&output.path) else {
             continue;
@@ -78,6 +98,18 @@ mod tests {
         for other in [dir.join("p.prof"), dir.join("missing/p.prof")] {
             assert!(refuse_overwriting_inputs(&files(other)).is_ok());
         }
+        let two = Files {
+            inputs: vec![input.clone()],
+            outputs: ["-o", "--flamegraph"]
+                .into_iter()
+                .map(|option| Output {
+                    option,
+                    path: dir.join("out.svg"),
+                })
+                .collect(),
+        };
+        let refused = refuse_overwriting_inputs(&two).unwrap_err();
+        assert!(refused.contains("name the same file"), "{refused}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

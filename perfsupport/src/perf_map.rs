@@ -279,14 +279,21 @@ impl ProfilerSink for PerfMap {
             push_line(&mut open.buffer, region);
         }
         let result = open.file.write_all(&open.buffer);
-        if result.is_ok() {
-            open.written += open.buffer.len() as u64;
-        }
+        let length = open.buffer.len() as u64;
         open.buffer.clear();
-        result.map_err(|err| match open.claim.as_ref() {
+        let Err(err) = result else {
+            open.written += length;
+            return Ok(());
+        };
+        let err = match open.claim.as_ref() {
             Some(claim) => with_context(err, "cannot write", claim.path()),
             None => with_context(err, "cannot write", Path::new("perf map")),
-        })
+        };
+        // Part of the batch may be in the file: a half line that perf would
+        // misread, and a `written` count that no longer matches the file
+        // (a forked child copies by it). The map stops here.
+        *state = State::Closed;
+        Err(err)
     }
     // ANCHOR_END: perf_map_register
 

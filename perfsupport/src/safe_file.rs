@@ -208,9 +208,10 @@ fn refusal(path: &Path, reason: &str) -> io::Error {
 /// A path this process writes, recorded so a second writer in the same
 /// process cannot mistake our file for a stale one and delete it.
 ///
-/// Claims are never released: after a sink finishes, its file must still
-/// survive for `perf report` / `perf inject`, so a later sink in the same
-/// process must not replace it either.
+/// A sink that wrote to its file keeps the claim for good: after it
+/// finishes, its file must still survive for `perf report` / `perf
+/// inject`, so a later sink in the same process must not replace it. Only
+/// a sink that wrote nothing gives its claim back ([`PathClaim::release`]).
 #[derive(Debug)]
 pub(crate) struct PathClaim {
     path: PathBuf,

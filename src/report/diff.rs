@@ -26,8 +26,11 @@ struct Shares {
     own: f64,
 }
 
-/// Each function's shares, by (name, file).
-fn shares(profile: &VmProfile) -> HashMap<(String, String), Shares> {
+/// A function: name, file and first line (two functions may share a name).
+type Key = (String, String, u32);
+
+/// Each function's shares.
+fn shares(profile: &VmProfile) -> HashMap<Key, Shares> {
     let samples = profile.samples.max(1) as f64;
     flat_profile(profile)
         .into_iter()
@@ -37,7 +40,7 @@ fn shares(profile: &VmProfile) -> HashMap<(String, String), Shares> {
                 total: 100.0 * entry.total as f64 / samples,
                 own: 100.0 * entry.self_samples as f64 / samples,
             };
-            ((frame.name.clone(), frame.file.clone()), share)
+            ((frame.name.clone(), frame.file.clone(), frame.line), share)
         })
         .collect()
 }
@@ -45,10 +48,10 @@ fn shares(profile: &VmProfile) -> HashMap<(String, String), Shares> {
 /// The text of the difference from `before` to `after`.
 pub fn render(before: &VmProfile, after: &VmProfile) -> String {
     let (old, new) = (shares(before), shares(after));
-    let mut keys: Vec<&(String, String)> = old.keys().chain(new.keys()).collect();
+    let mut keys: Vec<&Key> = old.keys().chain(new.keys()).collect();
     keys.sort();
     keys.dedup();
-    let mut rows: Vec<(&(String, String), Shares, Shares)> = keys
+    let mut rows: Vec<(&Key, Shares, Shares)> = keys
         .into_iter()
         .map(|key| {
             let a = old.get(key).copied().unwrap_or_default();
@@ -78,10 +81,10 @@ pub fn render(before: &VmProfile, after: &VmProfile) -> String {
     );
     for (key, a, b) in rows.iter().take(MAX_ROWS) {
         let file = key.1.rsplit('/').next().unwrap_or(&key.1);
-        let name = if file.is_empty() {
+        let name = if file.is_empty() || file == "-" {
             printable(&key.0).into_owned()
         } else {
-            format!("{} ({})", printable(&key.0), printable(file))
+            format!("{} ({}:{})", printable(&key.0), printable(file), key.2)
         };
         let _ = writeln!(
             out,

@@ -34,6 +34,9 @@ pub struct Frame {
     pub file_cut: bool,
 }
 
+/// The longest sampling period a report believes: an hour.
+pub const MAX_PERIOD_US: u64 = 3_600_000_000;
+
 /// One distinct stack of a profile and how many samples had it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct StackCount {
@@ -215,7 +218,11 @@ pub fn load(path: &Path, keep_order: bool) -> Result<Loaded, String> {
             cut_frames_max: meta_count(META_CUT_FRAMES_MAX),
             script: profile.meta_value("script").map(str::to_owned),
             interp: profile.interp,
-            period_us: u64::try_from(profile.period_us).unwrap_or(0),
+            // A period is the file's word: clamped to an hour, so that
+            // counts times periods cannot overflow.
+            period_us: u64::try_from(profile.period_us)
+                .unwrap_or(0)
+                .min(MAX_PERIOD_US),
             start_ns,
             frames,
             stacks,

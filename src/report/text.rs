@@ -17,7 +17,7 @@ const MAX_INDENT_LEVELS: usize = 24;
 pub fn render(profile: &VmProfile, min_percent: f64) -> String {
     let mut out = String::new();
     let samples = profile.samples;
-    let cpu_ms = samples * profile.period_us / 1000;
+    let cpu_ms = samples.saturating_mul(profile.period_us) / 1000;
     let of = match &profile.script {
         Some(script) => format!(" of {}", printable(script)),
         None => String::new(),

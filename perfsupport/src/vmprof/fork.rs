@@ -79,16 +79,24 @@ extern "C" fn prepare() {
         names: super::registry::NAMES.lock(),
         lines: super::code_lines::PUBLISH.lock(),
     };
-    HELD.with(|slot| *slot.borrow_mut() = Some(held));
+    // A fork from a thread whose storage is being torn down keeps nothing:
+    // the guards drop here, and the child inherits the state unguarded.
+    let _ = HELD.try_with(|slot| *slot.borrow_mut() = Some(held));
+}
+
+fn take_held() -> Option<Held> {
+    HELD.try_with(|slot| slot.borrow_mut().take())
+        .ok()
+        .flatten()
 }
 
 extern "C" fn parent() {
     // Dropping the guards releases the locks, in reverse order.
-    drop(HELD.with(|slot| slot.borrow_mut().take()));
+    drop(take_held());
 }
 
 extern "C" fn child() {
-    let Some(mut held) = HELD.with(|slot| slot.borrow_mut().take()) else {
+    let Some(mut held) = take_held() else {
         return;
     };
     super::sampler::forget_parent_session(&mut held.session);

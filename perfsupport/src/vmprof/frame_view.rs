@@ -296,11 +296,15 @@ pub struct FrameViewGuard {
 
 impl Drop for FrameViewGuard {
     fn drop(&mut self) {
-        let newest = INSTALLED.with(|installed| {
-            let mut installed = installed.borrow_mut();
-            installed.retain(|&view| !std::ptr::eq(view, &*self.view));
-            installed.last().copied().unwrap_or(std::ptr::null())
-        });
+        // While the thread's storage is torn down the list may be gone:
+        // then no view stays installed.
+        let newest = INSTALLED
+            .try_with(|installed| {
+                let mut installed = installed.borrow_mut();
+                installed.retain(|&view| !std::ptr::eq(view, &*self.view));
+                installed.last().copied().unwrap_or(std::ptr::null())
+            })
+            .unwrap_or(std::ptr::null());
         CURRENT.with(|current| current.set(newest));
         // The handler no longer sees the view before its memory goes.
         compiler_fence(Ordering::SeqCst);

@@ -122,8 +122,11 @@ fn unescape(part: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
+        // Two ASCII hex digits exactly (`from_str_radix` alone would take
+        // `%+5` as 5).
         let hex = bytes
             .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok());
         match (bytes[i], hex) {
@@ -190,6 +193,9 @@ mod tests {
         let parsed = parse_code_name("py:f:12:C:/a 5%.py").expect("parses");
         assert_eq!((parsed.func_name.as_str(), parsed.line), ("f", 12));
         assert_eq!(parsed.file, "C:/a 5%.py");
+        // Not an escape: a sign is not a hex digit.
+        let parsed = parse_code_name("py:f:1:/x/a%+5.py").expect("parses");
+        assert_eq!(parsed.file, "/x/a%+5.py");
         for odd in ["toy:f:x:a.toy", "toy::1:a.toy", "malloc", "n:f:1"] {
             assert_eq!(parse_code_name(odd), None, "{odd}");
         }

@@ -83,7 +83,7 @@ pub fn build(profile: &VmProfile, order: &[u32]) -> Profile {
             });
             fx.intern_stack_frames(thread, frames)
         });
-        let at = Timestamp::from_nanos_since_reference(index as u64 * period_ns);
+        let at = Timestamp::from_nanos_since_reference((index as u64).saturating_mul(period_ns));
         fx.add_sample(thread, at, handle, CpuDelta::from_nanos(period_ns), 1);
     }
     fx

@@ -35,7 +35,7 @@ pub fn build(profile: &VmProfile) -> Value {
         .iter()
         .map(|s| s.count.saturating_mul(profile.period_us))
         .collect();
-    let total: u64 = weights.iter().sum();
+    let total = weights.iter().fold(0u64, |sum, &w| sum.saturating_add(w));
     let name = profile.script.as_deref().unwrap_or("profile");
     json!({
         "$schema": "https://www.speedscope.app/file-format-schema.json",
