@@ -38,13 +38,20 @@ def string(b):
     return word(len(b)) + b
 
 
-def profile(n):
+def preamble(mode):
+    """The static header, a version-6 HEADER with `mode` (2: lines) for
+    interpreter `toyvm`, and TIME_N_ZONE."""
     out = bytearray()
     for w in (0, 3, 0, 1000, 0):
         out += word(w)
     name = b"toyvm"
-    out += bytes([0x05]) + struct.pack(">h", 6) + bytes([0, len(name)]) + name
+    out += bytes([0x05]) + struct.pack(">h", 6) + bytes([mode, len(name)]) + name
     out += bytes([0x06]) + word(0) + word(0) + bytes(8)
+    return out
+
+
+def profile(n):
+    out = preamble(0)
     main = 8
     out += bytes([0x02]) + word(main) + string(b"py:<main>:1:scale.toy")
     for i in range(n):
@@ -58,13 +65,7 @@ def profile(n):
 
 def sample_profile(n, distinct=300):
     """N samples in lines mode over `distinct` stacks, cycling."""
-    out = bytearray()
-    for w in (0, 3, 0, 1000, 0):
-        out += word(w)
-    name = b"toyvm"
-    # HEADER version 6, mode 2 (lines).
-    out += bytes([0x05]) + struct.pack(">h", 6) + bytes([2, len(name)]) + name
-    out += bytes([0x06]) + word(0) + word(0) + bytes(8)
+    out = preamble(2)
     functions = 40
     for i in range(functions):
         out += bytes([0x02]) + word(8 + 8 * i) + string(b"toy:f%d:%d:scale.toy" % (i, 10 * i + 1))

@@ -155,7 +155,7 @@ struct RunArgs {
 }
 
 /// Rejects an empty path, which would silently mean the current directory.
-fn non_empty_path(value: &str) -> Result<PathBuf, String> {
+pub(crate) fn non_empty_path(value: &str) -> Result<PathBuf, String> {
     if value.is_empty() {
         Err("the path is empty".into())
     } else {

@@ -69,23 +69,24 @@ const PERF_CONFIG: &str = "perfconfig";
 /// Mode of the directories toyvm profile creates: `rwxr-xr-x`.
 const DIR_MODE: u32 = 0o755;
 const FIREFOX: &str = "perf-script.txt";
+/// Every file perf and `toyvm profile` write in `--out` (the perfconfig
+/// aside): an earlier run's are removed before recording.
+const RUN_OUTPUTS: [&str; 6] = [
+    PERF_DATA,
+    OLD_PERF_DATA,
+    INJECTED_DATA,
+    REPORT,
+    FLAMEGRAPH,
+    FIREFOX,
+];
 
 impl ProfileArgs {
     /// What `toyvm profile` reads and writes (see [`crate::files`]): the
     /// files it and perf write in `--out`.
     pub fn files(&self) -> crate::files::Files {
-        let written = [
-            PERF_DATA,
-            OLD_PERF_DATA,
-            INJECTED_DATA,
-            REPORT,
-            FLAMEGRAPH,
-            FIREFOX,
-            PERF_CONFIG,
-        ];
         crate::files::Files {
             inputs: vec![self.script.clone()],
-            outputs: (written.iter())
+            outputs: (RUN_OUTPUTS.iter().chain([&PERF_CONFIG]))
                 .map(|name| crate::files::Output {
                     option: "--out",
                     path: self.out.join(name),
@@ -228,14 +229,7 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
     // would end with a refusal is better not started). An earlier run's
     // go: if perf record fails now, no old perf.data may pass for this
     // run's, nor an old report or flame graph stay behind as if new.
-    for output in [
-        PERF_DATA,
-        OLD_PERF_DATA,
-        INJECTED_DATA,
-        REPORT,
-        FLAMEGRAPH,
-        FIREFOX,
-    ] {
+    for output in RUN_OUTPUTS {
         let path = dir.join(output);
         not_a_symlink(&path)?;
         match std::fs::remove_file(&path) {

@@ -77,6 +77,17 @@ fn report(dir: &Path, args: &[&str], profile: &Path) -> ToyRun {
     toyvm_in(dir, &all, &[])
 }
 
+/// The demo profile exported as `format` (a JSON one): the scratch
+/// directory, the file, and its JSON.
+fn json_export(format: &str) -> (PathBuf, PathBuf, serde_json::Value) {
+    let dir = scratch(format);
+    let out = dir.join(format!("demo.{format}.json"));
+    let args = ["--format", format, "-o", out.to_str().unwrap()];
+    ok(report(&dir, &args, demo_profile()), format);
+    let file = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
+    (dir, out, file)
+}
+
 /// Per function: (self, total) samples, from `--format folded`.
 fn folded_counts(dir: &Path, profile: &Path) -> BTreeMap<String, (u64, u64)> {
     let folded = ok(report(dir, &["--format", "folded"], profile), "folded").stdout;
@@ -313,19 +324,8 @@ fn speedscope_schema() -> Option<PathBuf> {
 
 #[test]
 fn the_speedscope_file_validates_against_speedscopes_schema() {
-    let dir = scratch("speedscope");
+    let (dir, out, file) = json_export("speedscope");
     let profile = demo_profile();
-    let out = dir.join("demo.speedscope.json");
-    ok(
-        report(
-            &dir,
-            &["--format", "speedscope", "-o", out.to_str().unwrap()],
-            profile,
-        ),
-        "speedscope",
-    );
-    let file: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
     // Same stacks and weights as the folded report.
     let frames = file["shared"]["frames"].as_array().unwrap();
     let sampled = &file["profiles"][0];
@@ -383,19 +383,8 @@ fn the_speedscope_file_validates_against_speedscopes_schema() {
 
 #[test]
 fn the_firefox_profile_holds_every_sample_and_function() {
-    let dir = scratch("firefox");
+    let (_, _, file) = json_export("firefox");
     let profile = demo_profile();
-    let out = dir.join("demo.firefox.json");
-    ok(
-        report(
-            &dir,
-            &["--format", "firefox", "-o", out.to_str().unwrap()],
-            profile,
-        ),
-        "firefox",
-    );
-    let file: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
     let read = perfsupport::vmprof::read_profile(profile).unwrap();
     let meta = &file["meta"];
     assert!(

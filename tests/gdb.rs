@@ -24,8 +24,9 @@ fn gdb_present() -> bool {
     common::tool_or_skip("gdb", "gdb", &["--version"])
 }
 
-/// Runs gdb in batch mode with `commands` and returns everything it printed.
-fn gdb_batch(commands: &[&str], tail: &[&str]) -> String {
+/// gdb in batch mode, no init files, no paging, no line wrapping: what
+/// every test here starts from.
+fn batch_gdb() -> Command {
     let mut cmd = Command::new("gdb");
     cmd.args([
         "-nx",
@@ -35,6 +36,12 @@ fn gdb_batch(commands: &[&str], tail: &[&str]) -> String {
         "-ex",
         "set width 0",
     ]);
+    cmd
+}
+
+/// Runs gdb in batch mode with `commands` and returns everything it printed.
+fn gdb_batch(commands: &[&str], tail: &[&str]) -> String {
+    let mut cmd = batch_gdb();
     for c in commands {
         cmd.args(["-ex", c]);
     }
@@ -263,28 +270,20 @@ fn callers_under_eviction(env: &[(&str, &str)]) -> (Vec<String>, u64) {
         "set breakpoint pending on\nbreak toy_jit_str_len\ncommands 1\nsilent\nmaint info jit\nbt 2\ncontinue\nend\nrun\n",
     )
     .unwrap();
-    let mut cmd = Command::new("gdb");
-    cmd.args([
-        "-nx",
-        "-batch",
-        "-ex",
-        "set pagination off",
-        "-ex",
-        "set width 0",
-        "-x",
-    ])
-    .arg(&script)
-    .args([
-        "--args",
-        env!("CARGO_BIN_EXE_toyvm"),
-        "run",
-        "--jit-threshold",
-        "10",
-    ])
-    .args(["--jit-code-limit", "16K", "--gdb", "tests/gdb/evict.toy"])
-    .envs(env.iter().copied())
-    .current_dir(common::repo_root())
-    .stdin(Stdio::null());
+    let mut cmd = batch_gdb();
+    cmd.arg("-x")
+        .arg(&script)
+        .args([
+            "--args",
+            env!("CARGO_BIN_EXE_toyvm"),
+            "run",
+            "--jit-threshold",
+            "10",
+        ])
+        .args(["--jit-code-limit", "16K", "--gdb", "tests/gdb/evict.toy"])
+        .envs(env.iter().copied())
+        .current_dir(common::repo_root())
+        .stdin(Stdio::null());
     let out = cmd.output().expect("run gdb");
     let _ = std::fs::remove_dir_all(&dir);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -363,16 +362,8 @@ fn first_address_over_time(env: &[(&str, &str)]) -> Vec<String> {
          if $first == 0\nset $first = $pc\nend\ninfo symbol $first\ncontinue\nend\nrun\n",
     )
     .unwrap();
-    let out = Command::new("gdb")
-        .args([
-            "-nx",
-            "-batch",
-            "-ex",
-            "set pagination off",
-            "-ex",
-            "set width 0",
-            "-x",
-        ])
+    let out = batch_gdb()
+        .arg("-x")
         .arg(&script)
         .args([
             "--args",
@@ -466,15 +457,7 @@ fn ctrl_c_under_gdb_stops_the_program_in_the_vms_thread() {
     if !gdb_present() {
         return;
     }
-    let mut gdb = Command::new("gdb")
-        .args([
-            "-nx",
-            "-batch",
-            "-ex",
-            "set pagination off",
-            "-ex",
-            "set width 0",
-        ])
+    let mut gdb = batch_gdb()
         .args(["-ex", "set startup-with-shell off", "-ex", "run"])
         .args(["-ex", "info threads", "-ex", "bt", "--args"])
         .arg(env!("CARGO_BIN_EXE_toyvm"))

@@ -210,6 +210,31 @@ fn disasm_jit_says_which_functions_it_leaves_out() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Runs `script` with `sh -c` in `dir`, in a mount namespace of its own
+/// (so it may mount a tmpfs there), with toyvm as `$TOYVM`; stdout and
+/// stderr, after asserting success.
+fn in_mount_namespace(dir: &Path, script: &str) -> (String, String) {
+    let output = Command::new("unshare")
+        .args(["-m", "sh", "-c", script])
+        .current_dir(dir)
+        .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stdout}{stderr}");
+    (stdout, stderr)
+}
+
+/// `PATH` with [`failing_perf`]'s directory first.
+fn path_with_failing_perf(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        failing_perf(dir).display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// A `perf` that answers `--version` and fails `record` without writing.
 fn failing_perf(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -234,11 +259,7 @@ fn a_failed_perf_record_is_named_and_leaves_no_old_report() {
     for old in ["perf.data", "report.txt", "flamegraph.svg"] {
         std::fs::write(out.join(old), "an earlier run's\n").unwrap();
     }
-    let path = format!(
-        "{}:{}",
-        failing_perf(&dir).display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_failing_perf(&dir);
     let run = toyvm_in(
         &dir,
         &["profile", "--out", "out", "s.toy"],
@@ -257,11 +278,7 @@ fn a_failed_perf_record_is_named_and_leaves_no_old_report() {
 fn a_control_character_in_profile_out_is_refused() {
     let dir = scratch("profile-out");
     std::fs::write(dir.join("s.toy"), BUSY).unwrap();
-    let path = format!(
-        "{}:{}",
-        failing_perf(&dir).display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_failing_perf(&dir);
     let out = "x\n[report]\nsort = pid";
     let run = toyvm_in(
         &dir,
@@ -309,15 +326,7 @@ fn a_jitdump_that_cannot_be_mapped_leaves_no_file() {
     std::fs::create_dir_all(&mount).unwrap();
     let script = "mount -t tmpfs -o noexec tmpfs mnt && \"$TOYVM\" run --jit-threshold 0 \
                   --perf-jitdump --perf-dir mnt s.toy && ls -A mnt";
-    let output = Command::new("unshare")
-        .args(["-m", "sh", "-c", script])
-        .current_dir(&dir)
-        .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
+    let (stdout, stderr) = in_mount_namespace(&dir, script);
     assert!(stderr.contains("cannot map the jitdump marker"), "{stderr}");
     // The script's output, then an empty listing of the mount.
     assert_eq!(stdout.trim(), "315", "{stdout}");
@@ -346,21 +355,11 @@ fn a_full_disk_under_the_jitdump_is_one_toyvm_warning() {
     script += "print(t);\n";
     std::fs::write(dir.join("many.toy"), script).unwrap();
     std::fs::create_dir_all(dir.join("mnt")).unwrap();
-    let output = Command::new("unshare")
-        .args([
-            "-m",
-            "sh",
-            "-c",
-            "mount -t tmpfs -o size=4k tmpfs mnt && \"$TOYVM\" run --jit-threshold 0 \
-             --perf-jitdump --perf-dir mnt many.toy",
-        ])
-        .current_dir(&dir)
-        .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
+    let (stdout, stderr) = in_mount_namespace(
+        &dir,
+        "mount -t tmpfs -o size=4k tmpfs mnt && \"$TOYVM\" run --jit-threshold 0 \
+         --perf-jitdump --perf-dir mnt many.toy",
+    );
     assert_eq!(stdout.trim(), "19575");
     let warnings: Vec<&str> = stderr.lines().collect();
     assert_eq!(warnings.len(), 1, "{stderr}");

@@ -81,7 +81,7 @@ pub fn render(before: &VmProfile, after: &VmProfile) -> String {
     );
     for (key, a, b) in rows.iter().take(MAX_ROWS) {
         let file = key.1.rsplit('/').next().unwrap_or(&key.1);
-        let name = if file.is_empty() || file == "-" {
+        let name = if file.is_empty() {
             printable(&key.0).into_owned()
         } else {
             format!("{} ({}:{})", printable(&key.0), printable(file), key.2)

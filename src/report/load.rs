@@ -25,7 +25,8 @@ pub struct Frame {
     /// The function name (`<main>` for a toyvm script body), or the whole
     /// code name when it is not `class:function:line:file`.
     pub name: String,
-    /// The source file as the VM named it; empty when unknown.
+    /// The source file as the VM named it; empty when unknown (or named
+    /// `-`).
     pub file: String,
     /// The line the function starts at; 0 when unknown.
     pub line: u32,
@@ -239,7 +240,13 @@ fn parse_code_name(name: &str) -> Frame {
     match perfsupport::vmprof::parse_code_name(name) {
         Some(parsed) => Frame {
             name: parsed.func_name,
-            file: parsed.file,
+            // `-` is how a VM says "no file" (toyvm's `<jit compiler>`):
+            // every view then shows no location.
+            file: if parsed.file == "-" {
+                String::new()
+            } else {
+                parsed.file
+            },
             line: parsed.line,
             file_cut: parsed.file_cut,
         },

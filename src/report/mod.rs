@@ -47,7 +47,7 @@ pub struct ReportArgs {
     folded: bool,
 
     /// Write to FILE instead of standard output (required for pprof).
-    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = non_empty_path)]
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::non_empty_path)]
     output: Option<PathBuf>,
 
     /// Also print the hottest lines of each function, with their source
@@ -58,7 +58,7 @@ pub struct ReportArgs {
 
     /// Also write an SVG flame graph to OUT (with --diff: a differential
     /// one, red where AFTER spends more, blue where less).
-    #[arg(long, value_name = "OUT.svg", value_parser = non_empty_path)]
+    #[arg(long, value_name = "OUT.svg", value_parser = crate::non_empty_path)]
     flamegraph: Option<PathBuf>,
 
     /// Leave call-tree nodes under this share of all samples out of the
@@ -68,21 +68,12 @@ pub struct ReportArgs {
 
     /// Compare FILE (after a change) with BEFORE: the functions whose share
     /// of the samples changed most (`toyvm report --diff BEFORE AFTER`).
-    #[arg(long, value_name = "BEFORE", value_parser = non_empty_path)]
+    #[arg(long, value_name = "BEFORE", value_parser = crate::non_empty_path)]
     diff: Option<PathBuf>,
 
     /// A vmprof profile: written by `toyvm run --vmprof FILE`, or by any
     /// VM that writes the vmprof format (CPython's `python -m vmprof`...).
     file: PathBuf,
-}
-
-/// Rejects an empty path, which would silently mean the current directory.
-fn non_empty_path(value: &str) -> Result<PathBuf, String> {
-    if value.is_empty() {
-        Err("the path is empty".into())
-    } else {
-        Ok(PathBuf::from(value))
-    }
 }
 
 impl ReportArgs {

@@ -136,8 +136,7 @@ pub(super) fn shorten(text: &str, max: usize) -> String {
 /// directory is the same for every function. `-` when the profile does not
 /// say.
 fn location(frame: &Frame) -> String {
-    // `-` is how a VM says "no file" (toyvm's `<jit compiler>` frame).
-    if frame.file.is_empty() || frame.file == "-" {
+    if frame.file.is_empty() {
         return "-".to_owned();
     }
     let file = frame.file.rsplit('/').next().unwrap_or(&frame.file);

@@ -42,8 +42,7 @@ pub fn build(profile: &VmProfile, order: &[u32]) -> Profile {
     let category: CategoryPairHandle = fx.add_category("Toy", CategoryColor::Blue).into();
     let labels: Vec<_> = (profile.frames.iter())
         .map(|frame| {
-            // `-` is how a VM says "no file" (toyvm's `<jit compiler>`).
-            let label = if frame.file.is_empty() || frame.file == "-" {
+            let label = if frame.file.is_empty() {
                 frame.name.clone()
             } else {
                 let file = frame.file.rsplit('/').next().unwrap_or(&frame.file);
