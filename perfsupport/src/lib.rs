@@ -102,5 +102,5 @@ pub use jitdump::JitDump;
 pub use perf_map::PerfMap;
 pub use region::{CodeRegion, LineEntry, UnwindInfo};
 pub use safe_file::create_output_file;
-pub use sink::{ProfilerSink, Profilers, SinkFailure};
+pub use sink::{ProfilerSink, Profilers, SinkFailure, UnwindFallbacks};
 pub use unwind::CallFrameInfo;

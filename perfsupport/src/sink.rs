@@ -92,6 +92,23 @@ pub trait ProfilerSink: Send + Sync {
     /// written), any other kind for I/O failures.
     fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()>;
 
+    /// [`ProfilerSink::register`], counting into `fallbacks` the regions
+    /// whose unwind data had to give way to packed code (only the jitdump
+    /// has any, see [`UnwindFallbacks`]). The default registers and counts
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProfilerSink::register`].
+    fn register_reporting(
+        &self,
+        regions: &[CodeRegion<'_>],
+        fallbacks: &mut UnwindFallbacks,
+    ) -> io::Result<()> {
+        let _ = fallbacks;
+        self.register(regions)
+    }
+
     /// Flushes and closes the output at VM shutdown. Later `register` calls
     /// fail. Calling `finish` twice is harmless.
     ///
@@ -145,6 +162,14 @@ impl<T: ProfilerSink + ?Sized> ProfilerSink for std::sync::Arc<T> {
         (**self).register(regions)
     }
 
+    fn register_reporting(
+        &self,
+        regions: &[CodeRegion<'_>],
+        fallbacks: &mut UnwindFallbacks,
+    ) -> io::Result<()> {
+        (**self).register_reporting(regions, fallbacks)
+    }
+
     fn finish(&self) -> io::Result<()> {
         (**self).finish()
     }
@@ -158,6 +183,25 @@ impl<T: ProfilerSink + ?Sized> ProfilerSink for std::sync::Arc<T> {
     }
 }
 // ANCHOR_END: profiler_sink
+
+/// What a jitdump did about packed code in one registration (see
+/// [`crate::jitdump`]'s `packed` rules): perf maps a region's code *and*
+/// the `.eh_frame` after it, so a region with no room after its code for
+/// its unwind data cannot keep its FDE.
+///
+/// Both kinds of region fall back to the frame-pointer chain under
+/// `perf --call-graph dwarf`: full stacks only where the code keeps `rbp`
+/// frames. Leave [`reserved_region_size`](crate::unwind::reserved_region_size)
+/// bytes per region to keep DWARF unwinding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnwindFallbacks {
+    /// Regions of this batch with unwind info, written header-only: the
+    /// next region (of the batch, or live) starts inside their room.
+    pub header_only: usize,
+    /// Regions registered earlier written again header-only (a new
+    /// `JIT_CODE_LOAD`): code of this batch landed in their room.
+    pub rewritten: usize,
+}
 
 /// A sink that failed and was switched off by [`Profilers`].
 #[derive(Debug)]
@@ -242,18 +286,37 @@ impl Profilers {
     #[must_use = "print the failures: a failed sink stops writing"]
     pub fn register(&self, regions: &[CodeRegion<'_>]) -> Vec<SinkFailure> {
         if let Err(error) = validate_batch(regions) {
-            return self
-                .enabled()
-                .map(|active| SinkFailure {
-                    sink: active.sink.name().to_string(),
-                    error: io::Error::new(error.kind(), error.to_string()),
-                    disabled: false,
-                })
-                .collect();
+            return self.rejected(&error);
         }
         self.for_each_enabled(|sink| sink.register(regions))
     }
+
+    /// One "not registered" failure per enabled sink, for a batch that
+    /// failed validation.
+    fn rejected(&self, error: &io::Error) -> Vec<SinkFailure> {
+        self.enabled()
+            .map(|active| SinkFailure {
+                sink: active.sink.name().to_string(),
+                error: io::Error::new(error.kind(), error.to_string()),
+                disabled: false,
+            })
+            .collect()
+    }
     // ANCHOR_END: profilers_register
+
+    /// [`Profilers::register`], adding up in `fallbacks` what the sinks did
+    /// about packed code (see [`UnwindFallbacks`]).
+    #[must_use = "print the failures: a failed sink stops writing"]
+    pub fn register_reporting(
+        &self,
+        regions: &[CodeRegion<'_>],
+        fallbacks: &mut UnwindFallbacks,
+    ) -> Vec<SinkFailure> {
+        if let Err(error) = validate_batch(regions) {
+            return self.rejected(&error);
+        }
+        self.for_each_enabled(|sink| sink.register_reporting(regions, fallbacks))
+    }
 
     /// Finishes every enabled sink (at VM shutdown) and returns the failures.
     #[must_use = "print the failures: the files may be incomplete"]
@@ -348,9 +411,10 @@ mod tests {
         let sink = Arc::new(Counting::default());
         let mut profilers = Profilers::new();
         profilers.add(Box::new(Arc::clone(&sink)));
-        let code = [0xc3u8; 4];
-        let region = CodeRegion::new(&code, "toy::f");
-        assert!(profilers.register(&[region, region]).is_empty());
+        let code = [0xc3u8; 8];
+        let region = CodeRegion::new(&code[..4], "toy::f");
+        let other = CodeRegion::new(&code[4..], "toy::g");
+        assert!(profilers.register(&[region, other]).is_empty());
         assert!(profilers.after_fork_child().is_empty());
         assert!(profilers.finish().is_empty());
         assert_eq!(sink.registered.load(Ordering::Relaxed), 2);

@@ -35,7 +35,32 @@ impl CodeRegion<'_> {
     }
 }
 
-/// Validates every region of a batch (see [`CodeRegion::validate`]).
+/// Validates every region of a batch (see [`CodeRegion::validate`]) and
+/// that no two of them share a code byte ([`check_disjoint`]).
 pub(crate) fn validate_batch(regions: &[CodeRegion<'_>]) -> io::Result<()> {
-    regions.iter().try_for_each(CodeRegion::validate)
+    regions.iter().try_for_each(CodeRegion::validate)?;
+    check_disjoint(regions)
+}
+
+/// Refuses a batch in which two regions' code overlaps: one finalize
+/// cannot have put two functions in one byte, and perf would keep only
+/// one of them.
+pub(crate) fn check_disjoint(regions: &[CodeRegion<'_>]) -> io::Result<()> {
+    let mut ranges: Vec<(u64, u64, &str)> = (regions.iter())
+        .map(|r| (r.start(), r.start() + r.size(), r.name))
+        .collect();
+    ranges.sort_unstable();
+    for pair in ranges.windows(2) {
+        let ((start, end, name), (next, next_end, next_name)) = (pair[0], pair[1]);
+        if next < end {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "code regions {name:?} ({start:#x}..{end:#x}) and {next_name:?} \
+                     ({next:#x}..{next_end:#x}) of one batch overlap"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

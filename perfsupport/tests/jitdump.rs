@@ -314,7 +314,8 @@ fn every_record_reads_back_with_linux_perf_data() {
 fn invalid_regions_write_nothing() {
     let file = tempfile::NamedTempFile::new().unwrap();
     let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
-    let code = [0xc3u8; 4];
+    let code = [0xc3u8; 8];
+    let (code, other) = code.split_at(4);
     let bad_lines = [LineEntry {
         offset: 9,
         file: "x.toy",
@@ -322,8 +323,8 @@ fn invalid_regions_write_nothing() {
         column: 0,
     }];
     let batch = [
-        CodeRegion::new(&code, "toy::good"),
-        CodeRegion::new(&code, "toy::bad").with_lines(&bad_lines),
+        CodeRegion::new(code, "toy::good"),
+        CodeRegion::new(other, "toy::bad").with_lines(&bad_lines),
     ];
     let err = dump.register(&batch).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
@@ -336,7 +337,7 @@ fn invalid_regions_write_nothing() {
     let err = dump
         .register(&[
             batch[0],
-            CodeRegion::new(&code, "toy::bad").with_unwind(&wrong),
+            CodeRegion::new(other, "toy::bad").with_unwind(&wrong),
         ])
         .unwrap_err();
     assert_eq!(
@@ -437,17 +438,19 @@ fn identical_regions_get_distinct_code_only_build_ids() {
     use sha1::{Digest, Sha1};
     let tramp = [0x55, 0x48, 0x89, 0xe5, 0xff, 0xd6, 0x5d, 0xc3];
     let twin = [0x48, 0x8d, 0x04, 0x37, 0xc3]; // lea rax, [rdi + rsi]; ret
+    // Each function at its own address, as a JIT places them.
+    let (tramps, twins) = ([tramp; 3], [twin; 2]);
     let file = tempfile::NamedTempFile::new().unwrap();
     let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
     let batch = [
-        CodeRegion::new(&tramp, "toy-tramp::a"),
-        CodeRegion::new(&twin, "toy::add"),
-        CodeRegion::new(&tramp, "toy-tramp::b"),
-        CodeRegion::new(&tramp, "toy-tramp::c"),
+        CodeRegion::new(&tramps[0], "toy-tramp::a"),
+        CodeRegion::new(&twins[0], "toy::add"),
+        CodeRegion::new(&tramps[1], "toy-tramp::b"),
+        CodeRegion::new(&tramps[2], "toy-tramp::c"),
     ];
     dump.register(&batch).expect("batch 1");
     // A later batch with the same bytes again, as a second function.
-    dump.register(&[CodeRegion::new(&twin, "toy::plus")])
+    dump.register(&[CodeRegion::new(&twins[1], "toy::plus")])
         .expect("batch 2");
     dump.finish().unwrap();
 

@@ -188,12 +188,13 @@ fn bad_batches_are_rejected_without_publishing() {
 
 #[test]
 fn publishing_links_one_entry_per_batch_and_finish_unlinks_them() {
-    let code = [0x90u8; 16];
-    let region = CodeRegion::new(&code, "toy:jit:f");
+    let code = [0x90u8; 32];
+    let region = CodeRegion::new(&code[..16], "toy:jit:f");
+    let other = CodeRegion::new(&code[16..], "toy:jit:g");
     let sink = GdbJit::new();
     let _counting = LIST_COUNT.lock();
     let before = descriptor::published_count();
-    sink.register(&[region, region]).unwrap();
+    sink.register(&[region, other]).unwrap();
     sink.register(&[region]).unwrap();
     assert_eq!(sink.published_objects(), 2);
     assert_eq!(descriptor::published_count(), before + 2);

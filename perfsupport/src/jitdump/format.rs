@@ -180,7 +180,12 @@ pub(crate) struct CodeLoad<'a> {
     /// Appended after the code when its bytes were dumped before (see
     /// [`super::build_id`]).
     pub(crate) build_id_marker: Option<[u8; super::build_id::MARKER_LEN]>,
-    pub(crate) region: &'a CodeRegion<'a>,
+    /// Runtime address of the first code byte.
+    pub(crate) start: u64,
+    pub(crate) name: &'a str,
+    /// The live code (or, for a region written again, its bytes as the
+    /// dump first held them).
+    pub(crate) code: &'a [u8],
 }
 
 // ANCHOR: put_code_load
@@ -188,23 +193,50 @@ pub(crate) struct CodeLoad<'a> {
 /// marker if there is one (`code_size` counts it).
 pub(crate) fn put_code_load(out: &mut Vec<u8>, load: &CodeLoad<'_>, timestamp: u64) {
     let start = out.len();
-    let region = load.region;
     let marker: &[u8] = load.build_id_marker.as_ref().map_or(&[], |m| &m[..]);
     put_record_header(out, RecordId::CodeLoad, timestamp);
     put_u32(out, load.pid);
     put_u32(out, load.tid);
-    put_u64(out, region.start());
-    put_u64(out, region.start());
-    put_u64(out, region.size() + marker.len() as u64);
+    put_u64(out, load.start);
+    put_u64(out, load.start);
+    put_u64(out, load.code.len() as u64 + marker.len() as u64);
     put_u64(out, load.code_index);
     debug_assert_eq!(out.len() - start, CODE_LOAD_FIXED_SIZE);
-    out.extend_from_slice(region.name.as_bytes());
+    out.extend_from_slice(load.name.as_bytes());
     out.push(0);
-    out.extend_from_slice(region.code);
+    out.extend_from_slice(load.code);
     out.extend_from_slice(marker);
     finish_record(out, start, 1);
 }
 // ANCHOR_END: put_code_load
+
+/// The name and the dumped code (with any marker) of a CODE_LOAD record as
+/// [`put_code_load`] wrote it; `None` if `record` is not one.
+pub(crate) fn code_load_parts(record: &[u8]) -> Option<(&str, &[u8])> {
+    let field = |at: usize| -> Option<u64> {
+        Some(u64::from_ne_bytes(record.get(at..at + 8)?.try_into().ok()?))
+    };
+    let id = u32::from_ne_bytes(record.get(..4)?.try_into().ok()?);
+    if id != RecordId::CodeLoad as u32 {
+        return None;
+    }
+    let code_size = usize::try_from(field(40)?).ok()?;
+    let rest = record.get(CODE_LOAD_FIXED_SIZE..)?;
+    let name_len = rest.iter().position(|&b| b == 0)?;
+    let name = std::str::from_utf8(&rest[..name_len]).ok()?;
+    let code = rest.get(name_len + 1..)?;
+    (code.len() == code_size).then_some((name, code))
+}
+
+/// Appends a copy of `record` (a whole record this module wrote) with a
+/// new timestamp.
+pub(crate) fn put_copy(out: &mut Vec<u8>, record: &[u8], timestamp: u64) {
+    let start = out.len();
+    out.extend_from_slice(record);
+    if out.len() >= start + RECORD_HEADER_SIZE as usize {
+        out[start + 8..start + 16].copy_from_slice(&timestamp.to_ne_bytes());
+    }
+}
 
 /// Appends a CLOSE record.
 pub(crate) fn put_close(out: &mut Vec<u8>, timestamp: u64) {

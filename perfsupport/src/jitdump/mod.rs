@@ -45,22 +45,27 @@
 
 pub mod build_id;
 pub mod format;
+mod packed;
 pub mod unwinding_info;
 
 pub use build_id::MARKER_LEN;
 pub use unwinding_info::{EH_FRAME_HDR_SIZE, PerfUnwindData, perf_unwind_data_size};
 
+use crate::eh_frame::align_up;
 use crate::os::{MarkerMapping, current_tid, monotonic_ns};
 use crate::region::CodeRegion;
 use crate::safe_file::{
     PROFILER_FILE_MODE, PathClaim, WriteMode, create_replacing_stale, with_context,
 };
-use crate::sink::ProfilerSink;
+use crate::sink::{ProfilerSink, UnwindFallbacks};
+use crate::validation::check_disjoint;
 use build_id::DumpedCode;
 use format::CodeLoad;
+use packed::{LiveCode, Written};
 use parking_lot::Mutex;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Seek, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The prefix perf treats as a perf map (`/tmp/perf-*`): a dump there breaks
@@ -98,6 +103,14 @@ struct State {
     next_code_index: u64,
     /// What was dumped so far, to give repeated bytes a marker.
     dumped: DumpedCode,
+    /// The live regions and where their records are (see [`packed`]).
+    live: LiveCode,
+    /// File offset of the next byte written (counted from the header's
+    /// end when the file cannot tell, a pipe say: then no record can be
+    /// read back, and no region written again).
+    written: u64,
+    /// The records can be read back from the file.
+    readable: bool,
     /// Formatting buffer reused across batches (empty between batches).
     buffer: Vec<u8>,
 }
@@ -170,6 +183,7 @@ impl JitDump {
         format::put_header(&mut header, pid, created);
         file.write_all(&header)
             .map_err(|err| with_context(err, "cannot write the jitdump header to", shown_path))?;
+        let position = file.stream_position().ok();
         let marker = if map_marker {
             let marker = MarkerMapping::map(&file)
                 .map_err(|err| with_context(err, "cannot map the jitdump marker of", shown_path))?;
@@ -184,6 +198,9 @@ impl JitDump {
                 left_to_the_parent: false,
                 next_code_index: 0,
                 dumped: DumpedCode::default(),
+                live: LiveCode::default(),
+                written: position.unwrap_or(u64::from(format::HEADER_SIZE)),
+                readable: position.is_some(),
                 buffer: Vec::new(),
             }),
             claim: None,
@@ -222,76 +239,73 @@ impl ProfilerSink for JitDump {
         "jitdump"
     }
 
-    // ANCHOR: jitdump_register
     fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
+        self.register_reporting(regions, &mut UnwindFallbacks::default())
+    }
+
+    // ANCHOR: jitdump_register
+    fn register_reporting(
+        &self,
+        regions: &[CodeRegion<'_>],
+        fallbacks: &mut UnwindFallbacks,
+    ) -> io::Result<()> {
         regions
             .iter()
             .try_for_each(CodeRegion::validate_except_unwind)?;
-        // Building the unwind payloads checks the unwind info (the rest of
-        // `CodeRegion::validate`), and is pure computation: outside the lock.
-        let unwind = regions
-            .iter()
-            .map(|region| {
-                PerfUnwindData::for_region(region).map_err(|err| region.unwind_error(err))
-            })
-            .collect::<io::Result<Vec<_>>>()?;
-        let tid = current_tid();
+        check_disjoint(regions)?;
+        // Checking the unwind info builds its payload (the rest of
+        // `CodeRegion::validate`): pure computation, outside the lock.
+        regions.iter().try_for_each(|region| {
+            PerfUnwindData::for_region(region)
+                .map(drop)
+                .map_err(|err| region.unwind_error(err))
+        })?;
         let mut state = self.state.lock();
-        let State {
-            file,
-            closed_because,
-            left_to_the_parent,
-            next_code_index,
-            dumped,
-            buffer,
-        } = &mut *state;
-        let Some(file) = file.as_mut() else {
-            if *left_to_the_parent {
+        let state = &mut *state;
+        if state.file.is_none() {
+            if state.left_to_the_parent {
                 return Ok(());
             }
-            return Err(io::Error::other(*closed_because));
+            return Err(io::Error::other(state.closed_because));
+        }
+        // New code over the bytes of live code replaces it.
+        for region in regions {
+            let end = region.start() + region.size();
+            state.live.forget_overlapping(region.start(), end);
+        }
+        let mut batch_starts: Vec<u64> = regions.iter().map(CodeRegion::start).collect();
+        batch_starts.sort_unstable();
+        state.buffer.clear();
+        let mut writer = BatchWriter {
+            dump: self,
+            state,
+            tid: current_tid(),
+            batch_starts: &batch_starts,
+            fallbacks,
         };
-        buffer.clear();
-        for (region, unwind) in regions.iter().zip(&unwind) {
-            let code_index = *next_code_index;
-            *next_code_index += 1;
-            let build_id_marker = dumped.marker_for(region.code, self.marker_seed(code_index));
-            if !region.lines.is_empty() {
-                format::put_debug_info(buffer, region, monotonic_ns());
+        let result = (regions.iter()).try_for_each(|region| writer.put_region(region));
+        let state = writer.state;
+        let result = result.and_then(|()| {
+            let file = state.file.as_mut().expect("checked open above");
+            file.write_all(&state.buffer)
+                .map_err(|err| self.write_error(err))
+        });
+        match result {
+            Ok(()) => {
+                state.written += state.buffer.len() as u64;
+                state.buffer.clear();
+                Ok(())
             }
-            if self.unwinding_records {
-                match build_id_marker {
-                    None => format::put_unwinding_info(buffer, unwind, monotonic_ns()),
-                    Some(marker) => {
-                        // perf puts .eh_frame after the dumped bytes: re-lay
-                        // it out after the marker (validated above, so this
-                        // cannot fail; the rare marked region pays twice).
-                        let dumped_size = region.size() + marker.len() as u64;
-                        let moved = PerfUnwindData::for_dumped_region(region, dumped_size)
-                            .map_err(|err| region.unwind_error(err))?;
-                        format::put_unwinding_info(buffer, &moved, monotonic_ns());
-                    }
-                }
+            Err(err) => {
+                // A partly written record would make every later record
+                // unreadable: stop writing (registrations now fail).
+                state.buffer.clear();
+                state.file = None;
+                state.live.clear();
+                state.closed_because = "stopped after a failed write (the dump ends mid-record)";
+                Err(err)
             }
-            let load = CodeLoad {
-                pid: self.pid,
-                tid,
-                code_index,
-                build_id_marker,
-                region,
-            };
-            format::put_code_load(buffer, &load, monotonic_ns());
         }
-        let result = file.write_all(buffer);
-        buffer.clear();
-        if let Err(err) = result {
-            // A partly written record would make every later record
-            // unreadable: stop writing (registrations now fail).
-            state.file = None;
-            state.closed_because = "stopped after a failed write (the dump ends mid-record)";
-            return Err(self.write_error(err));
-        }
-        Ok(())
     }
     // ANCHOR_END: jitdump_register
 
@@ -305,9 +319,19 @@ impl ProfilerSink for JitDump {
             ));
         };
         state.file = None;
+        state.live.clear();
         state.closed_because =
             "the dump belongs to the parent process; create a new JitDump in the forked child";
         state.left_to_the_parent = true;
+        Ok(())
+    }
+
+    /// Forgets the dead regions: new code may land where they were, and
+    /// they need no rewriting (see [`packed`]). Nothing is written: the
+    /// format has no unload record, and a new `JIT_CODE_LOAD` at the same
+    /// addresses wins by time.
+    fn retire(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        self.state.lock().live.retire(ranges);
         Ok(())
     }
 
@@ -317,6 +341,7 @@ impl ProfilerSink for JitDump {
             return Ok(());
         };
         state.closed_because = "already finished";
+        state.live.clear();
         let mut close = Vec::with_capacity(format::RECORD_HEADER_SIZE as usize);
         format::put_close(&mut close, monotonic_ns());
         file.write_all(&close)
@@ -324,6 +349,209 @@ impl ProfilerSink for JitDump {
         // The marker mapping stays: perf only needs it to have existed, and
         // unmapping it is never required.
         Ok(())
+    }
+}
+
+/// Writes one batch into the dump's buffer, region by region, keeping the
+/// live set (see [`packed`]).
+struct BatchWriter<'a, 'f> {
+    dump: &'a JitDump,
+    state: &'a mut State,
+    tid: u32,
+    /// The start of every region of the batch, sorted.
+    batch_starts: &'a [u64],
+    fallbacks: &'f mut UnwindFallbacks,
+}
+
+impl BatchWriter<'_, '_> {
+    /// File offset the next buffered byte will have.
+    fn position(&self) -> u64 {
+        self.state.written + self.state.buffer.len() as u64
+    }
+
+    /// Writes `region`: its unwind data only if it has room, after writing
+    /// again header-only the live regions whose `.eh_frame` it lands in,
+    /// and before writing again the live neighbours its build-id marker
+    /// covers (see [`packed`]).
+    fn put_region(&mut self, region: &CodeRegion<'_>) -> io::Result<()> {
+        let (start, size) = (region.start(), region.size());
+        let end = start + size;
+        for earlier in self.state.live.fde_tails_over(start) {
+            self.put_again_header_only(earlier)?;
+            self.fallbacks.rewritten += 1;
+        }
+        let code_index = self.next_code_index();
+        let marker = (self.state.dumped).marker_for(region.code, self.dump.marker_seed(code_index));
+        let dumped_size = size + marker.map_or(0, |m| m.len() as u64);
+        let mut unwind = PerfUnwindData::for_dumped_region(region, dumped_size)
+            .map_err(|err| region.unwind_error(err))?;
+        let mut extent = dumped_size;
+        if unwind.mapped_size() > 0 {
+            let with_fde = align_up(dumped_size, 8) + unwind.mapped_size();
+            let room = start + with_fde;
+            let next_in_batch = self.batch_starts.partition_point(|&s| s <= start);
+            let taken = (self.batch_starts.get(next_in_batch)).is_some_and(|&next| next < room)
+                || self.state.live.code_starts_within(end, room);
+            if taken {
+                unwind = unwinding_info::header_only();
+                self.fallbacks.header_only += 1;
+            } else {
+                extent = with_fde;
+            }
+        }
+        let timestamp = monotonic_ns();
+        let debug = if region.lines.is_empty() {
+            None
+        } else {
+            let at = self.position();
+            let from = self.state.buffer.len();
+            format::put_debug_info(&mut self.state.buffer, region, timestamp);
+            Some((at, self.state.buffer.len() - from))
+        };
+        if self.dump.unwinding_records {
+            format::put_unwinding_info(&mut self.state.buffer, &unwind, timestamp);
+        }
+        let load = self.put_load(
+            code_index,
+            marker,
+            start,
+            region.name,
+            region.code,
+            timestamp,
+        );
+        self.state.live.insert(
+            start,
+            Written {
+                size,
+                extent,
+                has_fde: extent > dumped_size,
+                load,
+                debug: debug.map(|(at, len)| (at, len as u32)),
+            },
+        );
+        self.cover_neighbours(start, extent)
+    }
+
+    /// Writes again, after the region at `start`, the live regions written
+    /// before it whose first bytes its mapping (`extent` bytes) covers, and
+    /// so on for theirs: each latest load wins its own bytes. (Regions of
+    /// the batch still to come are not live yet: they are loaded later.)
+    fn cover_neighbours(&mut self, start: u64, extent: u64) -> io::Result<()> {
+        let end = |s: u64, w: Written| s + w.size;
+        let size = self.state.live.get(start).map_or(0, |w| w.size);
+        let mut reach = vec![(start + size, start + extent)];
+        while let Some((from, to)) = reach.pop() {
+            for neighbour in self.state.live.starting_within(from, to) {
+                self.put_again_header_only(neighbour)?;
+                self.fallbacks.rewritten += 1;
+                if let Some(w) = self.state.live.get(neighbour) {
+                    reach.push((end(neighbour, w), neighbour + w.extent));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the live region at `start` again with the header-only unwind
+    /// form, from the records the dump holds: its line table, then a new
+    /// `JIT_CODE_LOAD` whose mapping ends with its code (and marker).
+    fn put_again_header_only(&mut self, start: u64) -> io::Result<()> {
+        let Some(earlier) = self.state.live.get(start) else {
+            return Ok(());
+        };
+        let load_record = self.read_record(earlier.load)?;
+        let (name, dumped) = format::code_load_parts(&load_record)
+            .ok_or_else(|| io::Error::other("a CODE_LOAD record of the dump does not read back"))?;
+        let code = dumped.get(..earlier.size as usize).ok_or_else(|| {
+            io::Error::other("a CODE_LOAD record of the dump is shorter than its region")
+        })?;
+        let timestamp = monotonic_ns();
+        let debug = match earlier.debug {
+            Some(record) => {
+                let bytes = self.read_record(record)?;
+                let at = self.position();
+                format::put_copy(&mut self.state.buffer, &bytes, timestamp);
+                Some((at, record.1))
+            }
+            None => None,
+        };
+        if self.dump.unwinding_records {
+            format::put_unwinding_info(
+                &mut self.state.buffer,
+                &unwinding_info::header_only(),
+                timestamp,
+            );
+        }
+        let code_index = self.next_code_index();
+        let marker = (self.state.dumped).marker_for(code, self.dump.marker_seed(code_index));
+        let load = self.put_load(code_index, marker, start, name, code, timestamp);
+        self.state.live.insert(
+            start,
+            Written {
+                size: earlier.size,
+                extent: earlier.size + marker.map_or(0, |m| m.len() as u64),
+                has_fde: false,
+                load,
+                debug,
+            },
+        );
+        Ok(())
+    }
+
+    /// Appends a CODE_LOAD record; its file offset and length.
+    fn put_load(
+        &mut self,
+        code_index: u64,
+        build_id_marker: Option<[u8; MARKER_LEN]>,
+        start: u64,
+        name: &str,
+        code: &[u8],
+        timestamp: u64,
+    ) -> (u64, u32) {
+        let at = self.position();
+        let from = self.state.buffer.len();
+        let load = CodeLoad {
+            pid: self.dump.pid,
+            tid: self.tid,
+            code_index,
+            build_id_marker,
+            start,
+            name,
+            code,
+        };
+        format::put_code_load(&mut self.state.buffer, &load, timestamp);
+        (at, (self.state.buffer.len() - from) as u32)
+    }
+
+    /// The bytes of a record this dump wrote: from the file, or from this
+    /// batch's buffer.
+    fn read_record(&self, (at, len): (u64, u32)) -> io::Result<Vec<u8>> {
+        let base = self.state.written;
+        if at >= base {
+            let from = (at - base) as usize;
+            return (self.state.buffer.get(from..from + len as usize))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| io::Error::other("a record of this batch is out of range"));
+        }
+        let file = (self.state.file.as_ref())
+            .filter(|_| self.state.readable)
+            .ok_or_else(|| {
+                io::Error::other("cannot read back a record of a dump that is not a file")
+            })?;
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, at).map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!("cannot read back a record to write its region again header-only: {err}"),
+            )
+        })?;
+        Ok(bytes)
+    }
+
+    fn next_code_index(&mut self) -> u64 {
+        let index = self.state.next_code_index;
+        self.state.next_code_index += 1;
+        index
     }
 }
 

@@ -213,7 +213,7 @@ fn build_perf(
 
 // ANCHOR: header_only
 /// The V8-style header with no FDE: unwinders fall back to frame pointers.
-fn header_only() -> PerfUnwindData {
+pub(crate) fn header_only() -> PerfUnwindData {
     let mut bytes = vec![0; EH_FRAME_HDR_SIZE];
     bytes[..4].copy_from_slice(&[1, PCREL_SDATA4.0, DW_EH_PE_udata4.0, DATAREL_SDATA4.0]);
     PerfUnwindData {
