@@ -95,10 +95,10 @@ fn main() -> ExitCode {
         cost_model: args.jit_threshold.is_none(),
         background: args.jit_threshold.is_none(),
         perf_map: args.perf,
-        jitdump_dir: args.perf_jitdump.then(|| {
+        jitdump_dir: (args.perf_jitdump).then(|| {
             args.perf_dir
                 .clone()
-                .unwrap_or_else(|| PathBuf::from("/tmp"))
+                .unwrap_or_else(perfsupport::JitDump::default_dir)
         }),
         gdb: args.gdb,
         stats: false,

@@ -272,16 +272,14 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         }
     };
     let module = load(&run.script)?;
-    let jitdump_dir_env = std::env::var_os("JITDUMPDIR").filter(|dir| !dir.is_empty());
     let jit_options = jit::JitOptions {
         threshold: (!run.no_jit).then(|| run.jit_threshold.unwrap_or(jit::DEFAULT_THRESHOLD)),
         cost_model: run.jit_threshold.is_none(),
         background: run.jit_threshold.is_none() || run.jit_background,
         perf_map: run.perf,
-        jitdump_dir: run.perf_jitdump.then(|| {
+        jitdump_dir: (run.perf_jitdump).then(|| {
             run.perf_dir
-                .or_else(|| jitdump_dir_env.map(PathBuf::from))
-                .unwrap_or_else(|| PathBuf::from("/tmp"))
+                .unwrap_or_else(perfsupport::JitDump::default_dir)
         }),
         gdb: run.gdb,
         stats: run.jit_stats,

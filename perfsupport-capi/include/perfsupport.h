@@ -15,6 +15,20 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+// The major version of this header and library (the crate's version).
+#define PERFSUPPORT_VERSION_MAJOR 0
+
+// The minor version: calls added in a minor version say so in their docs.
+#define PERFSUPPORT_VERSION_MINOR 2
+
+// The patch version.
+#define PERFSUPPORT_VERSION_PATCH 0
+
+// `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if PERFSUPPORT_VERSION >=
+// 200` (0.2.0, which added `perfsupport_register_ex` and
+// `PERFSUPPORT_OUTPUT_GDB`). A header without it is 0.1.
+#define PERFSUPPORT_VERSION (((PERFSUPPORT_VERSION_MAJOR * 10000) + (PERFSUPPORT_VERSION_MINOR * 100)) + PERFSUPPORT_VERSION_PATCH)
+
 // Success.
 #define PERFSUPPORT_OK 0
 
@@ -41,16 +55,32 @@
 // A bug in perfsupport (a Rust panic, caught at the boundary).
 #define PERFSUPPORT_EPANIC -6
 
-// Output: `/tmp/perf-<pid>.map` (do not also use the perf map trio).
+// Output: `/tmp/perf-<pid>.map`. One writer per process: not with the
+// perf map trio, not in two open sets (`PERFSUPPORT_ESTATE`).
 #define PERFSUPPORT_OUTPUT_PERF_MAP 1
 
-// Output: `<jitdump_dir>/jit-<pid>.dump` for `perf inject --jit`.
+// Output: `<jitdump_dir>/jit-<pid>.dump` for `perf inject --jit`. One
+// per process (`PERFSUPPORT_ESTATE` for a second open set with it).
 #define PERFSUPPORT_OUTPUT_JITDUMP 2
 
-// No CFI (the same as a NULL `unwind` pointer).
+// Output: the GDB JIT interface (`__jit_debug_register_code`): gdb and
+// lldb name the regions, show their lines and unwind through them with
+// their unwind info (frame pointers without). `perfsupport_retire`
+// takes dead code out of the debugger. Any number of open sets may have
+// it.
+#define PERFSUPPORT_OUTPUT_GDB 4
+
+// No CFI (the same as a NULL `unwind` pointer): the jitdump gets the
+// header-only unwind record, and perf unwinds the code by frame pointers.
 #define PERFSUPPORT_UNWIND_NONE 0
 
-// The standard frame-pointer prologue and epilogue; see the module docs.
+// The standard x86-64 frame, no rows needed: `push rbp; mov rbp, rsp` as
+// the first 4 bytes, `ret` as the last byte, and one 1-byte instruction
+// before it that restores the caller's `rbp`: `pop rbp`, or `leave`
+// (`mov rsp, rbp; pop rbp`, what C compilers emit). Both are covered: up
+// to that instruction the caller's frame is at `rbp + 16`, at the `ret` at
+// `rsp + 8`. At least 6 bytes. A function that returns early, or whose
+// epilogue differs, is described with `PERFSUPPORT_UNWIND_ROWS`.
 #define PERFSUPPORT_UNWIND_FRAME_POINTER 1
 
 // A list of CFI rows.
@@ -123,7 +153,10 @@ typedef struct perfsupport_line {
   uint32_t column;
 } perfsupport_line;
 
-// One region of live machine code.
+// One region of live machine code. Everything it points to is read
+// during the call that takes it and copied: the caller may free or reuse
+// the name, the unwind description and the line table when the call
+// returns. The code itself must stay (see `perfsupport_register`).
 typedef struct perfsupport_region {
   // The first byte of the live, final, executable code.
   const void *code;
@@ -131,13 +164,29 @@ typedef struct perfsupport_region {
   size_t size;
   // Symbol name, e.g. `minijit::fib` (NUL-terminated UTF-8).
   const char *name;
-  // How to unwind it, or NULL for no CFI.
+  // How to unwind it, or NULL for no CFI. NULL still writes an unwind
+  // record to the jitdump, the header-only form (no FDE): it is what
+  // makes perf's DWARF unwinder fall back to the frame-pointer chain in
+  // this code. Without any record the walk would stop here. So code
+  // without CFI must keep `rbp` frames for full stacks.
   const struct perfsupport_unwind *unwind;
   // `line_count` rows, or NULL when `line_count` is 0.
   const struct perfsupport_line *lines;
   // Number of `lines`.
   size_t line_count;
 } perfsupport_region;
+
+// What became of the unwind info of a batch (see
+// `perfsupport_register_ex`). Both kinds of region unwind by the
+// frame-pointer chain under `perf record --call-graph dwarf`.
+typedef struct perfsupport_unwind_fallbacks {
+  // Regions of the batch with unwind info that had no room for it and
+  // were written header-only (their unwind info is not in the jitdump).
+  size_t header_only;
+  // Regions registered before whose room code of this batch took: they
+  // were written to the jitdump again, header-only.
+  size_t rewritten;
+} perfsupport_unwind_fallbacks;
 
 // A range of generated code that died: `size` bytes at `start`.
 typedef struct perfsupport_code_range {
@@ -164,22 +213,34 @@ extern "C" {
 // The message of the last failed call on this thread ("" if none). The
 // string stays valid until the next failing call on this thread; copy it
 // to keep it.
+//
+// Threads: any thread; each thread has its own message.
 const char *perfsupport_last_error(void);
 
 // Creates `/tmp/perf-<pid>.map` if this process has not yet.
 //
-// Returns 0, or `PERFSUPPORT_EOPEN` (-1) when the file cannot be created
-// (another file of another user is in the way, `/tmp` is read-only, ...).
-// Like CPython, the map is opened on the first write if never initialised.
+// Returns 0; `PERFSUPPORT_EOPEN` (-1) when the file cannot be created
+// (another file of another user is in the way, `/tmp` is read-only, ...);
+// `PERFSUPPORT_ESTATE` after `perfsupport_perf_map_fini`, or when a set
+// opened with `PERFSUPPORT_OUTPUT_PERF_MAP` already writes this
+// process's map (one writer per map). Like CPython, the map is opened on
+// the first write if never initialised.
+//
+// Threads: any thread (one process-wide map behind one lock).
 int perfsupport_perf_map_init(void);
 
 // Appends `"<code_addr> <code_size> <entry_name>\n"` to the map,
 // initialising it first if needed.
 //
+// The line is written before the call returns: the name may be freed
+// then; the code must stay where it is while perf may sample it.
+//
 // Returns 0; the result of [`perfsupport_perf_map_init`] if the map had to
 // be opened and could not; `PERFSUPPORT_EINVAL` for a NULL or non-UTF-8
 // name, a name perf would drop or misread, or a size of 0;
 // `PERFSUPPORT_EIO` when the write fails.
+//
+// Threads: any thread; lines of concurrent calls never interleave.
 //
 // # Safety
 // `code_addr` points to `code_size` readable bytes (the live code) and
@@ -190,6 +251,8 @@ int perfsupport_write_perf_map_entry(const void *code_addr,
 
 // Closes the map (the file stays for `perf report`); later writes return
 // `PERFSUPPORT_ESTATE`. Harmless when the map is not open.
+//
+// Threads: any thread; later writes from other threads get `PERFSUPPORT_ESTATE`.
 void perfsupport_perf_map_fini(void);
 
 // Call in a forked child right after `fork()`, before it starts threads:
@@ -200,15 +263,31 @@ void perfsupport_perf_map_fini(void);
 // child then writes no map), or `PERFSUPPORT_ESTATE` if another thread of
 // the parent held the map's lock when it forked (the map cannot be used
 // in this child).
+//
+// Threads: only in the child, on the thread that called `fork`.
 int perfsupport_perf_map_after_fork_child(void);
 
 // Creates the outputs in `outputs` (`PERFSUPPORT_OUTPUT_*` bits) and stores
 // the handle in `*out`. Call at VM start-up, before any generated code is
 // executable: the jitdump must be mapped first for `perf inject`.
-// `jitdump_dir` may be NULL for `$JITDUMPDIR`, else the current directory.
+// `jitdump_dir` NULL means `$JITDUMPDIR` if set and not empty, else
+// `/tmp` (toyvm's default too); it must not start with `/tmp/perf-`.
 //
-// Returns 0, `PERFSUPPORT_EINVAL` (no output, unknown bits, NULL `out`,
-// bad directory name) or `PERFSUPPORT_EOPEN` (a file cannot be created).
+// Returns 0; `PERFSUPPORT_EINVAL` (no output, unknown bits, NULL `out`,
+// bad directory name); `PERFSUPPORT_EOPEN` (a file cannot be created:
+// missing or read-only directory, another user's file in the way, a
+// `noexec` mount for the jitdump); `PERFSUPPORT_ESTATE` (this process
+// already writes that perf map or jitdump: the trio or another open set).
+// Nothing stays open after a failure.
+//
+// ```c
+// perfsupport_profilers *prof;
+// int rc = perfsupport_profilers_open(PERFSUPPORT_OUTPUT_JITDUMP | PERFSUPPORT_OUTPUT_GDB,
+//                                     NULL, &prof);
+// if (rc) fprintf(stderr, "perfsupport: %s\n", perfsupport_last_error());
+// ```
+//
+// Threads: any thread.
 //
 // # Safety
 // `jitdump_dir` is NULL or a NUL-terminated string; `out` is NULL or
@@ -218,10 +297,18 @@ int perfsupport_profilers_open(uint32_t outputs,
                                struct perfsupport_profilers **out);
 
 // Describes a batch of `count` regions that just became executable, to
-// every output. Call after the code is final and before it first runs.
+// every output. Call after the code is final and before it first runs;
+// the code must stay readable and unchanged until `perfsupport_retire`
+// says it died (or `perfsupport_profilers_finish`). Everything else the
+// regions point to is copied during the call.
 //
-// Returns 0; `PERFSUPPORT_EINVAL` if a region is malformed (no output
-// wrote anything of the batch); `PERFSUPPORT_EIO` if an output failed to
+// Regions placed back to back are fine: see `perfsupport_register_ex`,
+// which also says what became of their unwind info. Regions of one batch
+// must not share a code byte.
+//
+// Returns 0; `PERFSUPPORT_EINVAL` if a region is malformed or two regions
+// of the batch overlap (no output wrote anything of the batch; the
+// message names the region); `PERFSUPPORT_EIO` if an output failed to
 // write (it is switched off; the message names it).
 //
 // # Safety
@@ -232,6 +319,52 @@ int perfsupport_profilers_open(uint32_t outputs,
 int perfsupport_register(const struct perfsupport_profilers *profilers,
                          const struct perfsupport_region *regions,
                          size_t count);
+
+// `perfsupport_register`, and stores in `*fallbacks` (if not NULL) which
+// regions lost their DWARF unwind info in the jitdump because code is
+// packed.
+//
+// `perf inject --jit` maps each region over its code *and* the unwind
+// tables after it: `ALIGN8(size) + unwind bytes`, the size
+// `perfsupport_reserved_region_size` gives (rounded up to 16). If other
+// code sits in that room, the mappings overlap, and perf would lose the
+// unwind tables (0% full stacks) or name the wrong function. So:
+//
+// - a region whose room holds the start of another region of its batch,
+//   or of live code registered before, is written **header-only**: perf
+//   unwinds it by frame pointers (`fallbacks->header_only`);
+// - when a region of this batch lands in the room of a region registered
+//   earlier with its unwind info, that region is first written again
+//   header-only, so perf's later mapping of it ends with its code
+//   (`fallbacks->rewritten`);
+// - dead code (`perfsupport_retire`) and code overwritten by a new region
+//   take no room.
+//
+// Frame pointers give full stacks only through code that keeps them:
+// `push rbp; mov rbp, rsp` on entry, `rbp` untouched until the epilogue.
+// To keep DWARF unwinding (code without frame pointers, or a stack
+// through the prologue), lay regions out at the strides of
+// `perfsupport_reserved_region_size`, or register each function with
+// its unwind info only once its neighbour's place is known.
+//
+// ```c
+// perfsupport_unwind_fallbacks fb;
+// if (perfsupport_register_ex(prof, &region, 1, &fb) == PERFSUPPORT_OK && fb.header_only)
+//     note("packed: frame-pointer unwinding for %s", region.name);
+// ```
+//
+// Returns as `perfsupport_register`; `*fallbacks` is set only on success.
+// New in version 0.2 (`PERFSUPPORT_VERSION >= 200`).
+//
+// Threads: any thread, also several at once on one set (each output
+// locks; a batch is written whole).
+//
+// # Safety
+// As `perfsupport_register`; `fallbacks` is NULL or writable.
+int perfsupport_register_ex(const struct perfsupport_profilers *profilers,
+                            const struct perfsupport_region *regions,
+                            size_t count,
+                            struct perfsupport_unwind_fallbacks *fallbacks);
 
 // Says that the code in `count` ranges is dead: it will not run again, and
 // once this returns its addresses may hold new code. Call it after the
@@ -257,6 +390,8 @@ int perfsupport_register(const struct perfsupport_profilers *profilers,
 // Returns 0; `PERFSUPPORT_EINVAL` (NULL `profilers`, NULL `ranges` with a
 // count); `PERFSUPPORT_EIO` if an output failed (it is switched off).
 //
+// Threads: any thread, as `perfsupport_register`.
+//
 // # Safety
 // `profilers` comes from `perfsupport_profilers_open` and is not finished;
 // `ranges` points to `count` ranges (or `count` is 0).
@@ -268,6 +403,8 @@ int perfsupport_retire(const struct perfsupport_profilers *profilers,
 // the child's own file, the jitdump stops (open a new set in the child if
 // it will generate code). Returns 0 or the first failure's code.
 //
+// Threads: only in the child, on the thread that called `fork`.
+//
 // # Safety
 // `profilers` comes from `perfsupport_profilers_open` and is not finished.
 int perfsupport_profilers_after_fork_child(const struct perfsupport_profilers *profilers);
@@ -276,6 +413,8 @@ int perfsupport_profilers_after_fork_child(const struct perfsupport_profilers *p
 // `perf inject`) and frees `profilers`, even when an output fails. NULL
 // does nothing. Returns 0 or the first failure's code.
 //
+// Threads: any thread, as the last call on `profilers`.
+//
 // # Safety
 // `profilers` is NULL or comes from `perfsupport_profilers_open`, is not
 // finished, and no other thread uses it during or after this call.
@@ -283,11 +422,28 @@ int perfsupport_profilers_finish(struct perfsupport_profilers *profilers);
 
 // Stores in `*out` how many bytes to reserve for a region of `code_size`
 // bytes with `unwind` (NULL: none) so that the ranges perf maps for
-// consecutive regions never overlap: code, padding to 8, the unwind
-// payload, padding to 16. Lay regions out at these strides.
+// consecutive regions never overlap: code, room for a build-id marker,
+// padding to 8, the unwind payload, padding to 16. Lay regions out at
+// these strides to keep DWARF unwinding in every region; packed regions
+// are registered too, with frame-pointer unwinding where the room is
+// missing (see `perfsupport_register_ex`).
+//
+// The smallest region: 1 byte with no unwind info (NULL or
+// `PERFSUPPORT_UNWIND_NONE`); 6 bytes with
+// `PERFSUPPORT_UNWIND_FRAME_POINTER` (its prologue and epilogue); with
+// `PERFSUPPORT_UNWIND_ROWS`, every row's offset inside the code.
+//
+// ```c
+// size_t stride;
+// perfsupport_unwind fp = {.kind = PERFSUPPORT_UNWIND_FRAME_POINTER};
+// perfsupport_reserved_region_size(code_size, &fp, &stride); /* next function at code + stride */
+// ```
 //
 // Returns 0 or `PERFSUPPORT_EINVAL` (a `code_size` of 0, as a region of
-// no code is invalid everywhere else; bad description; NULL `out`).
+// no code is invalid everywhere else; a `code_size` below what `unwind`
+// needs; a bad description; NULL `out`).
+//
+// Threads: any thread (pure computation).
 //
 // # Safety
 // `unwind` is NULL or valid (see `perfsupport_region`); `out` is NULL or
@@ -304,6 +460,9 @@ int perfsupport_reserved_region_size(size_t code_size,
 // `PERFSUPPORT_ESTATE` when `PERFSUPPORT_MAX_ATTACHED_THREADS` threads are
 // attached.
 //
+// Threads: attaches the calling thread only; push and pop its stack only
+// on it (the SIGPROF handler reads it there).
+//
 // # Safety
 // `out` is NULL or writable.
 int perfsupport_vmprof_attach_thread(struct perfsupport_shadow_stack **out);
@@ -313,6 +472,8 @@ int perfsupport_vmprof_attach_thread(struct perfsupport_shadow_stack **out);
 //
 // Returns 0 or `PERFSUPPORT_EINVAL` (bad class prefix: empty, over 64
 // bytes, a colon or a control character; NULL or non-UTF-8 strings).
+//
+// Threads: any thread.
 //
 // # Safety
 // The strings are NULL or NUL-terminated; `id` is NULL or writable.
@@ -331,6 +492,8 @@ int perfsupport_vmprof_register_code(const char *class_prefix,
 //
 // Returns 0 or `PERFSUPPORT_EINVAL` (NULL `ids` with a count).
 //
+// Threads: any thread.
+//
 // # Safety
 // `ids` points to `count` ids (or `count` is 0).
 int perfsupport_vmprof_retire_code(const size_t *ids, size_t count);
@@ -345,6 +508,8 @@ int perfsupport_vmprof_retire_code(const size_t *ids, size_t count);
 // (the file cannot be created); `PERFSUPPORT_ESTATE` (already enabled);
 // `PERFSUPPORT_EIO` (signal or timer set-up failed).
 //
+// Threads: any thread; one profile per process at a time.
+//
 // # Safety
 // The strings are NULL or NUL-terminated.
 int perfsupport_vmprof_enable(const char *path, const char *interp_name, uint32_t interval_us);
@@ -355,11 +520,15 @@ int perfsupport_vmprof_enable(const char *path, const char *interp_name, uint32_
 // Returns 0, `PERFSUPPORT_ESTATE` (not enabled) or `PERFSUPPORT_EIO` (the
 // file could not be written completely).
 //
+// Threads: any thread (not only the one that enabled).
+//
 // # Safety
 // `samples` is NULL or writable.
 int perfsupport_vmprof_disable(uint64_t *samples);
 
 // Non-zero while a profile is being recorded.
+//
+// Threads: any thread.
 int perfsupport_vmprof_is_enabled(void);
 
 #ifdef __cplusplus
@@ -368,27 +537,50 @@ int perfsupport_vmprof_is_enabled(void);
 
 #endif  /* PERFSUPPORT_H */
 
+/* cbindgen writes this part after the include guard: it has its own. */
+#ifndef PERFSUPPORT_INLINE_H
+#define PERFSUPPORT_INLINE_H
+
 /* The shadow stack push and pop, inline so that C code pays two stores
  * per frame. Generated code does the same with plain moves (see
  * perfsupport_shadow_stack): store the id, then the depth. The SIGPROF
- * handler runs on the same thread, so a compiler barrier (no CPU fence)
- * keeps it from seeing a depth that covers an unwritten id. */
+ * handler runs on the same thread, so only the compiler must keep the
+ * two stores in order, no CPU fence: they are volatile stores (which a
+ * compiler never reorders with each other), and PERFSUPPORT_SIGNAL_FENCE
+ * says it once more where the compiler knows how. Portable C99: C11's
+ * atomic_signal_fence where <stdatomic.h> is there, else an empty asm
+ * with a memory clobber (GCC, clang, tcc), else the volatile stores
+ * alone. Define PERFSUPPORT_SIGNAL_FENCE yourself to choose. */
+#ifndef PERFSUPPORT_SIGNAL_FENCE
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__) && !defined(__TINYC__)
+#include <stdatomic.h>
+#define PERFSUPPORT_SIGNAL_FENCE() atomic_signal_fence(memory_order_seq_cst)
+#elif defined(__GNUC__) || defined(__clang__) || defined(__TINYC__)
+#define PERFSUPPORT_SIGNAL_FENCE() __asm__ __volatile__("" : : : "memory")
+#else
+#define PERFSUPPORT_SIGNAL_FENCE() ((void)0)
+#endif
+#endif
 
 /* Enters a frame running code `id` (from perfsupport_vmprof_register_code)
- * on the calling thread's `stack` (from perfsupport_vmprof_attach_thread). */
+ * on the calling thread's `stack` (from perfsupport_vmprof_attach_thread).
+ * Only on that thread. */
 static inline void perfsupport_shadow_stack_push(perfsupport_shadow_stack *stack, uintptr_t id) {
     size_t depth = ((volatile perfsupport_shadow_stack *)stack)->depth;
     if (depth < PERFSUPPORT_SHADOW_STACK_CAPACITY) {
         ((volatile perfsupport_shadow_stack *)stack)->ids[depth] = id;
     }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    PERFSUPPORT_SIGNAL_FENCE();
     ((volatile perfsupport_shadow_stack *)stack)->depth = depth + 1;
 }
 
-/* Leaves the innermost frame; does nothing on an empty stack. */
+/* Leaves the innermost frame; does nothing on an empty stack. Only on the
+ * stack's thread. */
 static inline void perfsupport_shadow_stack_pop(perfsupport_shadow_stack *stack) {
     size_t depth = ((volatile perfsupport_shadow_stack *)stack)->depth;
     if (depth > 0) {
         ((volatile perfsupport_shadow_stack *)stack)->depth = depth - 1;
     }
 }
+
+#endif /* PERFSUPPORT_INLINE_H */

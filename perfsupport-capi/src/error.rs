@@ -98,6 +98,8 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<(), Error>) -> c_int {
 /// The message of the last failed call on this thread ("" if none). The
 /// string stays valid until the next failing call on this thread; copy it
 /// to keep it.
+///
+/// Threads: any thread; each thread has its own message.
 #[unsafe(no_mangle)]
 pub extern "C" fn perfsupport_last_error() -> *const c_char {
     let result = catch_unwind(|| {

@@ -36,3 +36,35 @@ pub mod unwind;
 pub mod vmprof;
 
 mod cstr;
+
+/// The major version of this header and library (the crate's version).
+pub const PERFSUPPORT_VERSION_MAJOR: u32 = 0;
+/// The minor version: calls added in a minor version say so in their docs.
+pub const PERFSUPPORT_VERSION_MINOR: u32 = 2;
+/// The patch version.
+pub const PERFSUPPORT_VERSION_PATCH: u32 = 0;
+/// `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if PERFSUPPORT_VERSION >=
+/// 200` (0.2.0, which added `perfsupport_register_ex` and
+/// `PERFSUPPORT_OUTPUT_GDB`). A header without it is 0.1.
+pub const PERFSUPPORT_VERSION: u32 =
+    PERFSUPPORT_VERSION_MAJOR * 10000 + PERFSUPPORT_VERSION_MINOR * 100 + PERFSUPPORT_VERSION_PATCH;
+
+/// The decimal number in `digits` (a part of the crate's version).
+const fn decimal(digits: &str) -> u32 {
+    let bytes = digits.as_bytes();
+    let mut value = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        value = value * 10 + (bytes[i] - b'0') as u32;
+        i += 1;
+    }
+    value
+}
+
+// The header's version is the crate's: a release that bumps one and not
+// the other does not build.
+const _: () = assert!(
+    PERFSUPPORT_VERSION_MAJOR == decimal(env!("CARGO_PKG_VERSION_MAJOR"))
+        && PERFSUPPORT_VERSION_MINOR == decimal(env!("CARGO_PKG_VERSION_MINOR"))
+        && PERFSUPPORT_VERSION_PATCH == decimal(env!("CARGO_PKG_VERSION_PATCH"))
+);

@@ -23,7 +23,7 @@
 //! lines already written.
 
 use super::cstr;
-use super::error::{Error, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
+use super::error::{Error, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, PERFSUPPORT_ESTATE, guard};
 use parking_lot::Mutex;
 use ps::{CodeRegion, PerfMap, ProfilerSink};
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -42,8 +42,16 @@ enum Trio {
 fn ensure_open(slot: &mut Trio) -> Result<&PerfMap, Error> {
     if let Trio::Unopened = slot {
         let map = PerfMap::new();
-        map.open()
-            .map_err(|err| Error::new(PERFSUPPORT_EOPEN, format!("perf map: {err}")))?;
+        map.open().map_err(|err| {
+            // The regions path already writes the map: a conflict of
+            // calls, not a file problem.
+            let code = if err.kind() == std::io::ErrorKind::ResourceBusy {
+                PERFSUPPORT_ESTATE
+            } else {
+                PERFSUPPORT_EOPEN
+            };
+            Error::new(code, format!("perf map: {err}"))
+        })?;
         *slot = Trio::Open(map);
     }
     match slot {
@@ -55,9 +63,14 @@ fn ensure_open(slot: &mut Trio) -> Result<&PerfMap, Error> {
 
 /// Creates `/tmp/perf-<pid>.map` if this process has not yet.
 ///
-/// Returns 0, or `PERFSUPPORT_EOPEN` (-1) when the file cannot be created
-/// (another file of another user is in the way, `/tmp` is read-only, ...).
-/// Like CPython, the map is opened on the first write if never initialised.
+/// Returns 0; `PERFSUPPORT_EOPEN` (-1) when the file cannot be created
+/// (another file of another user is in the way, `/tmp` is read-only, ...);
+/// `PERFSUPPORT_ESTATE` after `perfsupport_perf_map_fini`, or when a set
+/// opened with `PERFSUPPORT_OUTPUT_PERF_MAP` already writes this
+/// process's map (one writer per map). Like CPython, the map is opened on
+/// the first write if never initialised.
+///
+/// Threads: any thread (one process-wide map behind one lock).
 #[unsafe(no_mangle)]
 pub extern "C" fn perfsupport_perf_map_init() -> c_int {
     guard(|| ensure_open(&mut MAP.lock()).map(|_| ()))
@@ -66,10 +79,15 @@ pub extern "C" fn perfsupport_perf_map_init() -> c_int {
 /// Appends `"<code_addr> <code_size> <entry_name>\n"` to the map,
 /// initialising it first if needed.
 ///
+/// The line is written before the call returns: the name may be freed
+/// then; the code must stay where it is while perf may sample it.
+///
 /// Returns 0; the result of [`perfsupport_perf_map_init`] if the map had to
 /// be opened and could not; `PERFSUPPORT_EINVAL` for a NULL or non-UTF-8
 /// name, a name perf would drop or misread, or a size of 0;
 /// `PERFSUPPORT_EIO` when the write fails.
+///
+/// Threads: any thread; lines of concurrent calls never interleave.
 ///
 /// # Safety
 /// `code_addr` points to `code_size` readable bytes (the live code) and
@@ -95,6 +113,8 @@ pub unsafe extern "C" fn perfsupport_write_perf_map_entry(
 
 /// Closes the map (the file stays for `perf report`); later writes return
 /// `PERFSUPPORT_ESTATE`. Harmless when the map is not open.
+///
+/// Threads: any thread; later writes from other threads get `PERFSUPPORT_ESTATE`.
 #[unsafe(no_mangle)]
 pub extern "C" fn perfsupport_perf_map_fini() {
     let _ = guard(|| {
@@ -119,6 +139,8 @@ pub extern "C" fn perfsupport_perf_map_fini() {
 /// child then writes no map), or `PERFSUPPORT_ESTATE` if another thread of
 /// the parent held the map's lock when it forked (the map cannot be used
 /// in this child).
+///
+/// Threads: only in the child, on the thread that called `fork`.
 #[unsafe(no_mangle)]
 pub extern "C" fn perfsupport_perf_map_after_fork_child() -> c_int {
     guard(|| {

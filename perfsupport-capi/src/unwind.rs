@@ -26,9 +26,16 @@ use ps::unwind::CallFrameInfo;
 use ps::unwind::x86_64::{CfiRow, SavedRegister};
 use std::ffi::c_int;
 
-/// No CFI (the same as a NULL `unwind` pointer).
+/// No CFI (the same as a NULL `unwind` pointer): the jitdump gets the
+/// header-only unwind record, and perf unwinds the code by frame pointers.
 pub const PERFSUPPORT_UNWIND_NONE: u32 = 0;
-/// The standard frame-pointer prologue and epilogue; see the module docs.
+/// The standard x86-64 frame, no rows needed: `push rbp; mov rbp, rsp` as
+/// the first 4 bytes, `ret` as the last byte, and one 1-byte instruction
+/// before it that restores the caller's `rbp`: `pop rbp`, or `leave`
+/// (`mov rsp, rbp; pop rbp`, what C compilers emit). Both are covered: up
+/// to that instruction the caller's frame is at `rbp + 16`, at the `ret` at
+/// `rsp + 8`. At least 6 bytes. A function that returns early, or whose
+/// epilogue differs, is described with `PERFSUPPORT_UNWIND_ROWS`.
 pub const PERFSUPPORT_UNWIND_FRAME_POINTER: u32 = 1;
 /// A list of CFI rows.
 pub const PERFSUPPORT_UNWIND_ROWS: u32 = 2;
@@ -139,11 +146,28 @@ pub(crate) unsafe fn convert(
 
 /// Stores in `*out` how many bytes to reserve for a region of `code_size`
 /// bytes with `unwind` (NULL: none) so that the ranges perf maps for
-/// consecutive regions never overlap: code, padding to 8, the unwind
-/// payload, padding to 16. Lay regions out at these strides.
+/// consecutive regions never overlap: code, room for a build-id marker,
+/// padding to 8, the unwind payload, padding to 16. Lay regions out at
+/// these strides to keep DWARF unwinding in every region; packed regions
+/// are registered too, with frame-pointer unwinding where the room is
+/// missing (see `perfsupport_register_ex`).
+///
+/// The smallest region: 1 byte with no unwind info (NULL or
+/// `PERFSUPPORT_UNWIND_NONE`); 6 bytes with
+/// `PERFSUPPORT_UNWIND_FRAME_POINTER` (its prologue and epilogue); with
+/// `PERFSUPPORT_UNWIND_ROWS`, every row's offset inside the code.
+///
+/// ```c
+/// size_t stride;
+/// perfsupport_unwind fp = {.kind = PERFSUPPORT_UNWIND_FRAME_POINTER};
+/// perfsupport_reserved_region_size(code_size, &fp, &stride); /* next function at code + stride */
+/// ```
 ///
 /// Returns 0 or `PERFSUPPORT_EINVAL` (a `code_size` of 0, as a region of
-/// no code is invalid everywhere else; bad description; NULL `out`).
+/// no code is invalid everywhere else; a `code_size` below what `unwind`
+/// needs; a bad description; NULL `out`).
+///
+/// Threads: any thread (pure computation).
 ///
 /// # Safety
 /// `unwind` is NULL or valid (see `perfsupport_region`); `out` is NULL or

@@ -145,6 +145,9 @@ extern "C" fn attached_after_fork() {
 /// `PERFSUPPORT_ESTATE` when `PERFSUPPORT_MAX_ATTACHED_THREADS` threads are
 /// attached.
 ///
+/// Threads: attaches the calling thread only; push and pop its stack only
+/// on it (the SIGPROF handler reads it there).
+///
 /// # Safety
 /// `out` is NULL or writable.
 #[unsafe(no_mangle)]
@@ -192,6 +195,8 @@ pub unsafe extern "C" fn perfsupport_vmprof_attach_thread(
 /// Returns 0 or `PERFSUPPORT_EINVAL` (bad class prefix: empty, over 64
 /// bytes, a colon or a control character; NULL or non-UTF-8 strings).
 ///
+/// Threads: any thread.
+///
 /// # Safety
 /// The strings are NULL or NUL-terminated; `id` is NULL or writable.
 #[unsafe(no_mangle)]
@@ -231,6 +236,8 @@ pub unsafe extern "C" fn perfsupport_vmprof_register_code(
 ///
 /// Returns 0 or `PERFSUPPORT_EINVAL` (NULL `ids` with a count).
 ///
+/// Threads: any thread.
+///
 /// # Safety
 /// `ids` points to `count` ids (or `count` is 0).
 #[unsafe(no_mangle)]
@@ -255,6 +262,8 @@ pub unsafe extern "C" fn perfsupport_vmprof_retire_code(ids: *const usize, count
 /// Returns 0; `PERFSUPPORT_EINVAL` (bad arguments); `PERFSUPPORT_EOPEN`
 /// (the file cannot be created); `PERFSUPPORT_ESTATE` (already enabled);
 /// `PERFSUPPORT_EIO` (signal or timer set-up failed).
+///
+/// Threads: any thread; one profile per process at a time.
 ///
 /// # Safety
 /// The strings are NULL or NUL-terminated.
@@ -292,6 +301,8 @@ pub unsafe extern "C" fn perfsupport_vmprof_enable(
 /// Returns 0, `PERFSUPPORT_ESTATE` (not enabled) or `PERFSUPPORT_EIO` (the
 /// file could not be written completely).
 ///
+/// Threads: any thread (not only the one that enabled).
+///
 /// # Safety
 /// `samples` is NULL or writable.
 #[unsafe(no_mangle)]
@@ -307,6 +318,8 @@ pub unsafe extern "C" fn perfsupport_vmprof_disable(samples: *mut u64) -> c_int 
 }
 
 /// Non-zero while a profile is being recorded.
+///
+/// Threads: any thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn perfsupport_vmprof_is_enabled() -> c_int {
     std::panic::catch_unwind(ps::vmprof::is_enabled).map_or(0, c_int::from)

@@ -140,7 +140,7 @@ impl PerfMap {
     ///
     /// The creation errors of
     /// [`create_output_file`](crate::create_output_file),
-    /// `AlreadyExists` if a sink of this process already wrote that path, and an
+    /// `ResourceBusy` if a sink of this process already wrote that path, and an
     /// error if the map was finished.
     pub fn open(&self) -> io::Result<()> {
         let mut state = self.state.lock();

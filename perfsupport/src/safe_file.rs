@@ -220,13 +220,13 @@ pub(crate) struct PathClaim {
 static CLAIMED_PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 impl PathClaim {
-    /// Claims `path`, failing with `AlreadyExists` if this process already
-    /// wrote it.
+    /// Claims `path`, failing with `ResourceBusy` if this process already
+    /// wrote it (a conflict inside the process, not a file in the way).
     pub(crate) fn claim(path: &Path) -> io::Result<PathClaim> {
         let mut claimed = CLAIMED_PATHS.lock();
         if claimed.iter().any(|p| p == path) {
             return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
+                io::ErrorKind::ResourceBusy,
                 format!("{} is already written by this process", path.display()),
             ));
         }

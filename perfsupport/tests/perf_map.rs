@@ -180,7 +180,7 @@ fn a_second_map_for_the_same_path_is_refused() {
     first.open().unwrap();
     let second = PerfMap::in_dir(dir.path());
     let err = second.open().unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+    assert_eq!(err.kind(), std::io::ErrorKind::ResourceBusy);
     // The first map's file survives.
     let code = [0xc3u8; 8];
     first
@@ -195,7 +195,7 @@ fn a_second_map_for_the_same_path_is_refused() {
     first.finish().unwrap();
     assert_eq!(
         PerfMap::in_dir(dir.path()).open().unwrap_err().kind(),
-        std::io::ErrorKind::AlreadyExists
+        std::io::ErrorKind::ResourceBusy
     );
 }
 

@@ -110,6 +110,40 @@ pub fn compile(sources: &[PathBuf], out: &Path, link: &[String]) -> Option<PathB
     Some(out.to_path_buf())
 }
 
+/// Compiles `sources` into `out` with `compiler` and `flags` (plus
+/// `-Wall -Werror`, the header's directory and the shared library). `None`
+/// when the compiler is missing off CI.
+pub fn compile_with(
+    compiler: &str,
+    flags: &[&str],
+    sources: &[PathBuf],
+    out: &Path,
+) -> Option<PathBuf> {
+    if missing(compiler, &["-v"]) {
+        return None;
+    }
+    build_library();
+    let include = repo_root().join("perfsupport-capi/include");
+    let output = Command::new(compiler)
+        .args(flags)
+        .args(["-Wall", "-Werror"])
+        .arg(format!("-I{}", include.display()))
+        .args(sources)
+        .arg("-o")
+        .arg(out)
+        .arg(format!("-L{}", library_dir().display()))
+        .arg(format!("-Wl,-rpath,{}", library_dir().display()))
+        .arg("-lperfsupport")
+        .output()
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} {flags:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(out.to_path_buf())
+}
+
 /// The mini-JIT, linked against the shared library.
 pub fn minijit(dir: &Path) -> Option<PathBuf> {
     let source = repo_root().join("examples/c-minijit/minijit.c");

@@ -68,6 +68,9 @@ use std::io::{self, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+/// The dump directory without `$JITDUMPDIR` (see [`JitDump::default_dir`]).
+pub const DEFAULT_DIR: &str = "/tmp";
+
 /// The prefix perf treats as a perf map (`/tmp/perf-*`): a dump there breaks
 /// symbolization of every injected object.
 const PERF_MAP_PREFIX: &str = "/tmp/perf-";
@@ -124,7 +127,7 @@ impl JitDump {
     ///
     /// `InvalidInput` for a directory under `/tmp/perf-`; the creation errors
     /// of [`create_output_file`](crate::create_output_file);
-    /// `AlreadyExists` if a sink of this process already wrote the dump; the I/O error
+    /// `ResourceBusy` if a sink of this process already wrote the dump; the I/O error
     /// of writing the header or of the marker `mmap` (e.g. a `noexec` mount).
     pub fn create_in(dir: impl AsRef<Path>) -> io::Result<JitDump> {
         let path = dump_path_in(dir.as_ref())?;
@@ -152,14 +155,17 @@ impl JitDump {
         }
     }
 
-    /// The conventional dump directory: `$JITDUMPDIR` if set (the jvmti
-    /// agent's convention; perf itself does not read it), else the current
-    /// directory.
+    // ANCHOR: default_dir
+    /// The dump directory when the VM names none, for toyvm and the C API
+    /// alike: `$JITDUMPDIR` if set and not empty (the JVM agent's
+    /// convention; perf itself does not read it), else [`DEFAULT_DIR`]
+    /// (`/tmp`, where CPython's `-X perf_jit` writes its dump too).
     pub fn default_dir() -> PathBuf {
         std::env::var_os("JITDUMPDIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("."))
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(|| PathBuf::from(DEFAULT_DIR), PathBuf::from)
     }
+    // ANCHOR_END: default_dir
 
     /// A dump written to an already open file (tests, `/dev/full`, pipes).
     /// The header is written at once. With `map_marker`, the file's first page

@@ -143,10 +143,11 @@ pub const REGION_START: Address = Address::Symbol {
 /// VM cannot know in advance, so it always reserves the marker.
 ///
 /// The reserved tail (after the code) may hold anything; copying the unwind
-/// payload there, as V8 and CPython do, is optional. If the VM cannot pad
-/// (Cranelift packs functions back to back), overlapping injected ranges make
-/// libunwind read a neighbour's bytes as the table: call chains through that
-/// region may then be cut or wrong, while symbols still resolve.
+/// payload there, as V8 and CPython do, is optional. A VM that cannot pad
+/// (it packs functions back to back) still gets exact names: the jitdump
+/// writes a region without room header-only, and perf unwinds it by frame
+/// pointers (see [`crate::jitdump`]'s packed code and
+/// [`UnwindFallbacks`](crate::UnwindFallbacks)).
 ///
 /// # Errors
 ///
