@@ -751,6 +751,40 @@ if command -v perf >/dev/null && command -v cc >/dev/null && command -v pkg-conf
             PERF_CONFIG="$WORK/perfconfig" perf script -F ip,sym -i perf.jit.data 2>/dev/null |
             awk 'BEGIN { RS = "" } !done && /minijit::leaf/ { print; done = 1 }' | sed 's/^[[:space:]]*[0-9a-f]* //')
     } >"$OUT/minijit-dwarf-chain.txt"
+    # The packed example: what perfsupport_register_ex reports per layout,
+    # and a DWARF stack through four back-to-back functions registered
+    # caller first (the order that named nothing right before 0.2).
+    cc -O2 -g -fno-omit-frame-pointer examples/c-minijit/packed.c -o "$WORK/minijit/packed" \
+        $(PKG_CONFIG_PATH="$ROOT/perfsupport-capi" pkg-config --cflags --libs perfsupport)
+    for mode in "" --down --batch --spaced; do
+        echo "\$ ./packed --rounds 1${mode:+ $mode}"
+        (cd "$WORK/minijit" && ./packed --rounds 1 --jitdump-dir . $mode)
+    done >"$OUT/packed-register.txt"
+    {
+        echo "\$ perf record -q -k 1 -e cpu-clock --call-graph dwarf -o perf.data ./packed --down"
+        echo "\$ perf inject --jit -i perf.data -o perf.jit.data"
+        echo "\$ perf script -F ip,sym -i perf.jit.data   # the first sample in packed::leaf; ip column dropped"
+        (cd "$WORK/minijit" && PERF_CONFIG="$WORK/perfconfig" perf record -q -k 1 -e cpu-clock --call-graph dwarf \
+            -o packed.data ./packed --down --rounds 3000 --jitdump-dir . >/dev/null 2>&1 &&
+            PERF_CONFIG="$WORK/perfconfig" perf inject --jit -i packed.data -o packed.jit.data &&
+            PERF_CONFIG="$WORK/perfconfig" perf script -F ip,sym -i packed.jit.data 2>/dev/null |
+            awk 'BEGIN { RS = "" } !done && /packed::leaf/ { print; done = 1 }' | sed 's/^[[:space:]]*[0-9a-f]* //')
+    } >"$OUT/packed-dwarf-chain.txt"
+    if command -v gdb >/dev/null; then
+        # The debugger: PERFSUPPORT_OUTPUT_GDB names the packed frames; a
+        # retired function is gone (`--replace`).
+        cp examples/c-minijit/packed.mj "$WORK/minijit/"
+        session=(-ex 'break host_probe' -ex 'run --rounds 1 --replace --gdb --jitdump-dir .' -ex bt
+            -ex 'frame 1' -ex 'set $old = $pc' -ex continue -ex bt -ex 'info symbol $old' ./packed)
+        {
+            say gdb -nx -batch "${session[@]}"
+            echo "  (gdb's notes on threads left out)"
+            (cd "$WORK/minijit" && gdb -nx -batch -ex 'set pagination off' -ex 'set width 0' \
+                -ex 'set debuginfod enabled off' "${session[@]}" 2>&1 |
+                grep -v -e 'libthread_db' -e '^\[Inferior' -e '^\[New Thread' -e '^\[Thread ' |
+                sed "s#$ROOT/##g")
+        } >"$OUT/gdb-packed.txt"
+    fi
     for dump in "$WORK"/minijit/jit-*.dump; do
         pid=${dump##*/jit-}
         rm -f "/tmp/perf-${pid%.dump}.map"

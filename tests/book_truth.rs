@@ -37,7 +37,8 @@ fn tool_of(name: &str) -> Option<&'static str> {
     match name {
         "vmprofshow.txt" => Some("vmprofshow"),
         "vmprof-export-pprof.txt" => Some("go"),
-        "minijit-dwarf-chain.txt" => Some("cc"),
+        "minijit-dwarf-chain.txt" | "packed-register.txt" => Some("cc"),
+        "packed-dwarf-chain.txt" => Some("perf"),
         n if n.starts_with("gdb-") => Some("gdb"),
         "perf-interp-stack.txt"
         | "perf-trampoline-stack.txt"

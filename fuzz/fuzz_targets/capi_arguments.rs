@@ -99,7 +99,7 @@ enum Place {
 #[derive(Arbitrary, Debug)]
 enum Call {
     Open { outputs: u32, dir: Place, keep: bool },
-    Register { handle: u8, regions: Vec<Region> },
+    Register { handle: u8, regions: Vec<Region>, report: bool },
     Retire { handle: u8, ranges: Vec<(u16, u16)>, null: bool },
     AfterForkChild { handle: u8 },
     Finish { handle: u8 },
@@ -224,13 +224,13 @@ fuzz_target!(
                     let dir = place(dir, "");
                     let mut out: *mut perfsupport_profilers = std::ptr::null_mut();
                     let out_ptr = if *keep { &mut out as *mut _ } else { std::ptr::null_mut() };
-                    let rc = perfsupport_profilers_open(outputs % 8, ptr(&dir), out_ptr);
+                    let rc = perfsupport_profilers_open(outputs % 16, ptr(&dir), out_ptr);
                     if !out.is_null() {
                         handles.push(out);
                     }
                     rc
                 }
-                Call::Register { handle: h, regions } => {
+                Call::Register { handle: h, regions, report } => {
                     let names: Vec<Option<CString>> =
                         regions.iter().map(|r| r.name.c_string()).collect();
                     let files: Vec<Vec<Option<CString>>> = (regions.iter())
@@ -269,7 +269,21 @@ fuzz_target!(
                             }
                         })
                         .collect();
-                    perfsupport_register(handle(h), c_regions.as_ptr(), c_regions.len())
+                    if *report {
+                        let mut fallbacks = perfsupport_unwind_fallbacks::default();
+                        let rc = perfsupport_register_ex(
+                            handle(h),
+                            c_regions.as_ptr(),
+                            c_regions.len(),
+                            &mut fallbacks,
+                        );
+                        // A region falls back at most once per batch, and
+                        // a rewrite needs an earlier region.
+                        assert!(fallbacks.header_only <= c_regions.len(), "{fallbacks:?}");
+                        rc
+                    } else {
+                        perfsupport_register(handle(h), c_regions.as_ptr(), c_regions.len())
+                    }
                 }
                 Call::Retire { handle: h, ranges, null } => {
                     let ranges: Vec<perfsupport_code_range> = (ranges.iter())

@@ -15,7 +15,8 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-// The major version of this header and library (the crate's version).
+// The major version of this header and library: the crate's version
+// (tests/header.rs holds them equal).
 #define PERFSUPPORT_VERSION_MAJOR 0
 
 // The minor version: calls added in a minor version say so in their docs.
@@ -183,8 +184,10 @@ typedef struct perfsupport_unwind_fallbacks {
   // Regions of the batch with unwind info that had no room for it and
   // were written header-only (their unwind info is not in the jitdump).
   size_t header_only;
-  // Regions registered before whose room code of this batch took: they
-  // were written to the jitdump again, header-only.
+  // Regions registered before that were written to the jitdump again,
+  // header-only, each time code of this batch took their room (or the
+  // 8-byte build-id marker the jitdump appends to code it already holds
+  // covered their start).
   size_t rewritten;
 } perfsupport_unwind_fallbacks;
 

@@ -289,6 +289,7 @@ pub unsafe extern "C" fn perfsupport_register(
     unsafe { perfsupport_register_ex(profilers, regions, count, std::ptr::null_mut()) }
 }
 
+// ANCHOR: unwind_fallbacks
 /// What became of the unwind info of a batch (see
 /// `perfsupport_register_ex`). Both kinds of region unwind by the
 /// frame-pointer chain under `perf record --call-graph dwarf`.
@@ -298,10 +299,13 @@ pub struct perfsupport_unwind_fallbacks {
     /// Regions of the batch with unwind info that had no room for it and
     /// were written header-only (their unwind info is not in the jitdump).
     pub header_only: usize,
-    /// Regions registered before whose room code of this batch took: they
-    /// were written to the jitdump again, header-only.
+    /// Regions registered before that were written to the jitdump again,
+    /// header-only, each time code of this batch took their room (or the
+    /// 8-byte build-id marker the jitdump appends to code it already holds
+    /// covered their start).
     pub rewritten: usize,
 }
+// ANCHOR_END: unwind_fallbacks
 
 /// `perfsupport_register`, and stores in `*fallbacks` (if not NULL) which
 /// regions lost their DWARF unwind info in the jitdump because code is

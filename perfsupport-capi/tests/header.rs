@@ -26,3 +26,33 @@ fn the_committed_header_is_up_to_date() {
         committed_path.display()
     );
 }
+
+#[test]
+fn the_version_macros_are_the_crate_version() {
+    let header = include_str!("../include/perfsupport.h");
+    let define = |name: &str| -> String {
+        let prefix = format!("#define {name} ");
+        (header.lines())
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {name} in the header"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        define("PERFSUPPORT_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MAJOR")
+    );
+    assert_eq!(
+        define("PERFSUPPORT_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_MINOR")
+    );
+    assert_eq!(
+        define("PERFSUPPORT_VERSION_PATCH"),
+        env!("CARGO_PKG_VERSION_PATCH")
+    );
+    let pc = include_str!("../perfsupport.pc");
+    assert!(
+        pc.contains(&format!("Version: {}\n", env!("CARGO_PKG_VERSION"))),
+        "perfsupport.pc has another version"
+    );
+}

@@ -1,5 +1,6 @@
 //! The few operating-system calls the sinks need that `std` does not offer:
-//! the CLOCK_MONOTONIC clock, the thread id, and the jitdump marker mapping.
+//! the CLOCK_MONOTONIC clock, the thread id, a descriptor's access mode, and
+//! the jitdump marker mapping.
 //! All `unsafe` FFI of the crate lives here, one function per concern.
 
 use std::fs::File;
@@ -24,6 +25,14 @@ pub(crate) fn monotonic_ns() -> u64 {
         .wrapping_add(ts.tv_nsec as u64)
 }
 // ANCHOR_END: monotonic_ns
+
+/// True if `file` was opened for reading (`O_RDONLY` or `O_RDWR`).
+pub(crate) fn opened_for_reading(file: &File) -> bool {
+    // SAFETY: F_GETFL on a descriptor `file` owns reads its flags; it has
+    // no other effect and no memory argument.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    flags >= 0 && matches!(flags & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
+}
 
 /// Kernel thread id of the calling thread (what jitdump's `tid` field means).
 pub(crate) fn current_tid() -> u32 {

@@ -198,8 +198,10 @@ pub struct UnwindFallbacks {
     /// Regions of this batch with unwind info, written header-only: the
     /// next region (of the batch, or live) starts inside their room.
     pub header_only: usize,
-    /// Regions registered earlier written again header-only (a new
-    /// `JIT_CODE_LOAD`): code of this batch landed in their room.
+    /// Regions written again header-only (a new `JIT_CODE_LOAD`), each
+    /// time code of this batch took their room or the build-id marker of
+    /// a region of this batch covered their first bytes. Counts are exact
+    /// only when the registration succeeded.
     pub rewritten: usize,
 }
 

@@ -179,11 +179,18 @@ fn every_record_reads_back_with_linux_perf_data() {
     }
     assert!(last <= perfsupport_now());
 
-    let expected: Vec<Expected> = batch1
-        .iter()
-        .chain(&batch2)
-        .map(|r| Expected { region: *r })
+    // Each batch is written in address order (see jitdump's packed code).
+    fn in_address_order<'a>(batch: &[CodeRegion<'a>]) -> Vec<CodeRegion<'a>> {
+        let mut sorted = batch.to_vec();
+        sorted.sort_by_key(CodeRegion::start);
+        sorted
+    }
+    let expected: Vec<Expected> = in_address_order(&batch1)
+        .into_iter()
+        .chain(in_address_order(&batch2))
+        .map(|region| Expected { region })
         .collect();
+    let second_tramp = in_address_order(&batch2)[1].name;
     let mut records = records.into_iter().map(|(_, r)| r);
     let tid = current_tid();
     let mut dumped_trampolines = Vec::new();
@@ -255,7 +262,7 @@ fn every_record_reads_back_with_linux_perf_data() {
             "code never changed"
         );
         let marked = code.len() > region.code.len();
-        assert_eq!(marked, region.name == "toy-tramp::b", "{}", region.name);
+        assert_eq!(marked, region.name == second_tramp, "{}", region.name);
         if marked {
             assert_eq!(code.len(), region.code.len() + MARKER_LEN);
             if cfg!(target_arch = "x86_64") {
@@ -438,19 +445,25 @@ fn identical_regions_get_distinct_code_only_build_ids() {
     use sha1::{Digest, Sha1};
     let tramp = [0x55, 0x48, 0x89, 0xe5, 0xff, 0xd6, 0x5d, 0xc3];
     let twin = [0x48, 0x8d, 0x04, 0x37, 0xc3]; // lea rax, [rdi + rsi]; ret
-    // Each function at its own address, as a JIT places them.
-    let (tramps, twins) = ([tramp; 3], [twin; 2]);
+    // Each function at its own address, in the order of the batch, as a
+    // JIT places them (a batch is written in address order).
+    let mut arena = [0u8; 64];
+    let at = [0, 16, 32, 48, 56];
+    for (&offset, bytes) in at.iter().zip([&tramp[..], &twin, &tramp, &tramp, &twin]) {
+        arena[offset..offset + bytes.len()].copy_from_slice(bytes);
+    }
+    let code = |i: usize, bytes: &[u8]| &arena[at[i]..at[i] + bytes.len()];
     let file = tempfile::NamedTempFile::new().unwrap();
     let dump = JitDump::from_file(file.reopen().unwrap(), false).expect("dump");
     let batch = [
-        CodeRegion::new(&tramps[0], "toy-tramp::a"),
-        CodeRegion::new(&twins[0], "toy::add"),
-        CodeRegion::new(&tramps[1], "toy-tramp::b"),
-        CodeRegion::new(&tramps[2], "toy-tramp::c"),
+        CodeRegion::new(code(0, &tramp), "toy-tramp::a"),
+        CodeRegion::new(code(1, &twin), "toy::add"),
+        CodeRegion::new(code(2, &tramp), "toy-tramp::b"),
+        CodeRegion::new(code(3, &tramp), "toy-tramp::c"),
     ];
     dump.register(&batch).expect("batch 1");
     // A later batch with the same bytes again, as a second function.
-    dump.register(&[CodeRegion::new(&twins[1], "toy::plus")])
+    dump.register(&[CodeRegion::new(code(4, &twin), "toy::plus")])
         .expect("batch 2");
     dump.finish().unwrap();
 

@@ -189,7 +189,7 @@ impl Arena {
 #[test]
 fn a_packed_batch_keeps_the_fde_only_where_there_is_room() {
     let mut arena = Arena::new();
-    // Given out of order, and written in the order given.
+    // Given out of order: the dump writes them by address.
     let fallbacks = arena.register(&[(2 * LEN, 3), (0, 1), (LEN, 2)]).unwrap();
     assert_eq!(
         fallbacks,
@@ -205,9 +205,9 @@ fn a_packed_batch_keeps_the_fde_only_where_there_is_room() {
     assert_eq!(
         mapped,
         [
-            ("packed::f3", true),
             ("packed::f1", false),
-            ("packed::f2", false)
+            ("packed::f2", false),
+            ("packed::f3", true)
         ],
         "only the last region has room for its FDE"
     );
@@ -359,4 +359,60 @@ fn overlapping_regions_in_one_batch_are_refused() {
             && message.contains("overlap"),
         "{message}"
     );
+}
+
+#[test]
+fn repeated_bytes_in_one_batch_need_no_rewrite() {
+    // f7 again right before a live neighbour of the same batch given
+    // first: written by address, the neighbour is loaded after the marker.
+    let mut arena = Arena::new();
+    arena.register(&[(512, 7)]).unwrap();
+    let fallbacks = arena.register(&[(LEN, 8), (0, 7)]).unwrap();
+    assert_eq!(fallbacks.rewritten, 0, "{fallbacks:?}");
+    arena.check();
+}
+
+#[test]
+fn tiny_identical_regions_packed_top_down_stay_bounded() {
+    // One-byte `ret` stubs, all alike, each registered right below the
+    // one before: every stub's marker covers the next eight. The work per
+    // registration is bounded, whatever the run's length.
+    let bytes = vec![0xc3u8; 4096];
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let dump = JitDump::from_file(file.reopen().unwrap(), false).unwrap();
+    let name = "packed::stub".to_string();
+    let mut most = 0;
+    for offset in (0..2048).rev() {
+        let region = CodeRegion::new(&bytes[offset..offset + 1], &name);
+        let mut fallbacks = UnwindFallbacks::default();
+        dump.register_reporting(&[region], &mut fallbacks).unwrap();
+        most = most.max(fallbacks.rewritten);
+    }
+    assert!(most <= 16, "{most} regions written again for one");
+    dump.finish().unwrap();
+}
+
+#[test]
+fn a_dump_that_cannot_be_read_back_keeps_writing() {
+    // A write-only file: packed code registered one per call cannot write
+    // the earlier region again, and the dump goes on without it.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let write_only = std::fs::OpenOptions::new()
+        .write(true)
+        .open(file.path())
+        .unwrap();
+    let dump = JitDump::from_file(write_only, false).unwrap();
+    let mut bytes = [0u8; 2 * LEN];
+    bytes[..LEN].copy_from_slice(&function(1));
+    bytes[LEN..].copy_from_slice(&function(2));
+    let unwind = CallFrameInfo::x86_64_frame_pointer(LEN as u32).unwrap();
+    for (range, name) in [(0..LEN, "packed::f1"), (LEN..2 * LEN, "packed::f2")] {
+        let region = CodeRegion::new(&bytes[range], name).with_unwind(unwind.unwind_info());
+        let mut fallbacks = UnwindFallbacks::default();
+        dump.register_reporting(&[region], &mut fallbacks).unwrap();
+        assert_eq!(fallbacks, UnwindFallbacks::default());
+    }
+    dump.finish().unwrap();
+    let names: Vec<String> = loads(file.path()).into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["packed::f1", "packed::f2"]);
 }

@@ -150,6 +150,12 @@ pub fn minijit(dir: &Path) -> Option<PathBuf> {
     compile(&[source], &dir.join("minijit"), &pkg_config(&["--libs"]))
 }
 
+/// The packed-code example, linked against the shared library.
+pub fn packed(dir: &Path) -> Option<PathBuf> {
+    let source = repo_root().join("examples/c-minijit/packed.c");
+    compile(&[source], &dir.join("packed"), &pkg_config(&["--libs"]))
+}
+
 /// Runs `command`, asserting success; its output.
 pub fn run_ok(command: &mut Command) -> Output {
     let output = command

@@ -68,6 +68,10 @@ use std::io::{self, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+/// Live neighbours a region's build-id marker makes the dump write again,
+/// at most, per region written (see `BatchWriter::cover_neighbours`).
+const MAX_COVERED_NEIGHBOURS: usize = 16;
+
 /// The dump directory without `$JITDUMPDIR` (see [`JitDump::default_dir`]).
 pub const DEFAULT_DIR: &str = "/tmp";
 
@@ -109,10 +113,10 @@ struct State {
     /// The live regions and where their records are (see [`packed`]).
     live: LiveCode,
     /// File offset of the next byte written (counted from the header's
-    /// end when the file cannot tell, a pipe say: then no record can be
-    /// read back, and no region written again).
+    /// end when the file cannot tell, a pipe say).
     written: u64,
-    /// The records can be read back from the file.
+    /// The records can be read back from the file (a seekable file opened
+    /// for reading): only then can a region be written again.
     readable: bool,
     /// Formatting buffer reused across batches (empty between batches).
     buffer: Vec<u8>,
@@ -190,6 +194,7 @@ impl JitDump {
         file.write_all(&header)
             .map_err(|err| with_context(err, "cannot write the jitdump header to", shown_path))?;
         let position = file.stream_position().ok();
+        let readable = position.is_some() && crate::os::opened_for_reading(&file);
         let marker = if map_marker {
             let marker = MarkerMapping::map(&file)
                 .map_err(|err| with_context(err, "cannot map the jitdump marker of", shown_path))?;
@@ -206,7 +211,7 @@ impl JitDump {
                 dumped: DumpedCode::default(),
                 live: LiveCode::default(),
                 written: position.unwrap_or(u64::from(format::HEADER_SIZE)),
-                readable: position.is_some(),
+                readable,
                 buffer: Vec::new(),
             }),
             claim: None,
@@ -289,26 +294,38 @@ impl ProfilerSink for JitDump {
             batch_starts: &batch_starts,
             fallbacks,
         };
-        let result = (regions.iter()).try_for_each(|region| writer.put_region(region));
+        // In address order: a build-id marker after a region then lies
+        // under the next region of the batch, which is loaded after it.
+        let mut in_order: Vec<&CodeRegion<'_>> = regions.iter().collect();
+        in_order.sort_by_key(|region| region.start());
+        let built = (in_order.iter()).try_for_each(|region| writer.put_region(region));
         let state = writer.state;
-        let result = result.and_then(|()| {
-            let file = state.file.as_mut().expect("checked open above");
-            file.write_all(&state.buffer)
-                .map_err(|err| self.write_error(err))
-        });
+        let result = match built {
+            // Only a record read back wrong gets here: the file was changed
+            // under the dump, whose live set cannot be trusted any more.
+            Err(err) => Err((err, "stopped: a record of the dump read back wrong")),
+            Ok(()) => {
+                let file = state.file.as_mut().expect("checked open above");
+                (file.write_all(&state.buffer)).map_err(|err| {
+                    // A partly written record would make every later
+                    // record unreadable.
+                    let why = "stopped after a failed write (the dump ends mid-record)";
+                    (self.write_error(err), why)
+                })
+            }
+        };
+        let length = state.buffer.len() as u64;
+        state.buffer.clear();
         match result {
             Ok(()) => {
-                state.written += state.buffer.len() as u64;
-                state.buffer.clear();
+                state.written += length;
                 Ok(())
             }
-            Err(err) => {
-                // A partly written record would make every later record
-                // unreadable: stop writing (registrations now fail).
-                state.buffer.clear();
+            Err((err, why)) => {
+                // Registrations now fail.
                 state.file = None;
                 state.live.clear();
-                state.closed_because = "stopped after a failed write (the dump ends mid-record)";
+                state.closed_because = why;
                 Err(err)
             }
         }
@@ -382,8 +399,9 @@ impl BatchWriter<'_, '_> {
     fn put_region(&mut self, region: &CodeRegion<'_>) -> io::Result<()> {
         let (start, size) = (region.start(), region.size());
         let end = start + size;
-        for earlier in self.state.live.fde_tails_over(start) {
-            self.put_again_header_only(earlier)?;
+        if let Some(earlier) = self.state.live.fde_tail_over(start)
+            && self.put_again_header_only(earlier)?
+        {
             self.fallbacks.rewritten += 1;
         }
         let code_index = self.next_code_index();
@@ -392,7 +410,8 @@ impl BatchWriter<'_, '_> {
         let mut unwind = PerfUnwindData::for_dumped_region(region, dumped_size)
             .map_err(|err| region.unwind_error(err))?;
         let mut extent = dumped_size;
-        if unwind.mapped_size() > 0 {
+        // Without unwinding records perf maps the code only.
+        if self.dump.unwinding_records && unwind.mapped_size() > 0 {
             let with_fde = align_up(dumped_size, 8) + unwind.mapped_size();
             let room = start + with_fde;
             let next_in_batch = self.batch_starts.partition_point(|&s| s <= start);
@@ -439,32 +458,45 @@ impl BatchWriter<'_, '_> {
     }
 
     /// Writes again, after the region at `start`, the live regions written
-    /// before it whose first bytes its mapping (`extent` bytes) covers, and
-    /// so on for theirs: each latest load wins its own bytes. (Regions of
-    /// the batch still to come are not live yet: they are loaded later.)
+    /// before it whose first bytes its mapping (`extent` bytes) covers: a
+    /// build-id marker's 8 bytes reach into the next packed region. A copy
+    /// written again has a marker too (the dump holds its bytes), so the
+    /// sweep goes on, in address order, each region once, and stops after
+    /// [`MAX_COVERED_NEIGHBOURS`]: identical functions packed from the top
+    /// address down would otherwise write the whole run again per
+    /// registration. (Regions of the batch still to come are not live yet:
+    /// they are loaded later.)
     fn cover_neighbours(&mut self, start: u64, extent: u64) -> io::Result<()> {
-        let end = |s: u64, w: Written| s + w.size;
         let size = self.state.live.get(start).map_or(0, |w| w.size);
-        let mut reach = vec![(start + size, start + extent)];
-        while let Some((from, to)) = reach.pop() {
-            for neighbour in self.state.live.starting_within(from, to) {
-                self.put_again_header_only(neighbour)?;
+        let (mut from, mut to) = (start + size, start + extent);
+        for _ in 0..MAX_COVERED_NEIGHBOURS {
+            let Some(neighbour) = self.state.live.first_start_within(from, to) else {
+                return Ok(());
+            };
+            if self.put_again_header_only(neighbour)? {
                 self.fallbacks.rewritten += 1;
-                if let Some(w) = self.state.live.get(neighbour) {
-                    reach.push((end(neighbour, w), neighbour + w.extent));
-                }
             }
+            let Some(again) = self.state.live.get(neighbour) else {
+                return Ok(());
+            };
+            from = neighbour + again.size;
+            to = to.max(neighbour + again.extent);
         }
         Ok(())
     }
 
     /// Writes the live region at `start` again with the header-only unwind
     /// form, from the records the dump holds: its line table, then a new
-    /// `JIT_CODE_LOAD` whose mapping ends with its code (and marker).
-    fn put_again_header_only(&mut self, start: u64) -> io::Result<()> {
+    /// `JIT_CODE_LOAD` whose mapping ends with its code (and marker). False
+    /// if it cannot: no such region, or a dump that cannot be read back (a
+    /// pipe), where the region keeps its first load.
+    fn put_again_header_only(&mut self, start: u64) -> io::Result<bool> {
         let Some(earlier) = self.state.live.get(start) else {
-            return Ok(());
+            return Ok(false);
         };
+        if !self.state.readable {
+            return Ok(false);
+        }
         let load_record = self.read_record(earlier.load)?;
         let (name, dumped) = format::code_load_parts(&load_record)
             .ok_or_else(|| io::Error::other("a CODE_LOAD record of the dump does not read back"))?;
@@ -501,7 +533,7 @@ impl BatchWriter<'_, '_> {
                 debug,
             },
         );
-        Ok(())
+        Ok(true)
     }
 
     /// Appends a CODE_LOAD record; its file offset and length.
@@ -539,11 +571,8 @@ impl BatchWriter<'_, '_> {
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| io::Error::other("a record of this batch is out of range"));
         }
-        let file = (self.state.file.as_ref())
-            .filter(|_| self.state.readable)
-            .ok_or_else(|| {
-                io::Error::other("cannot read back a record of a dump that is not a file")
-            })?;
+        let file =
+            (self.state.file.as_ref()).ok_or_else(|| io::Error::other("the dump is closed"))?;
         let mut bytes = vec![0; len as usize];
         file.read_exact_at(&mut bytes, at).map_err(|err| {
             io::Error::new(

@@ -27,7 +27,14 @@
 //!    with an 8-byte build-id marker after it (see [`super::build_id`]),
 //!    which perf maps too. A batch is written in address order, so a
 //!    neighbour of the same batch is loaded after the marker and wins; a
-//!    live neighbour registered earlier is written again after it.
+//!    live neighbour registered earlier is written again after it (its
+//!    copy has a marker too, so its own neighbour follows: at most 16 per
+//!    region written, then the 17th keeps 8 bytes under the 16th's marker).
+//!
+//! A dump that cannot be read back (a pipe, a write-only file) cannot
+//! write a region again: there rules 2 and 3 leave the earlier load as it
+//! is. [`JitDump::create_in`](super::JitDump::create_in) opens its file
+//! for reading and writing.
 //!
 //! Code that dies ([`super::JitDump`]'s `retire`) leaves the live set; new
 //! code over a live region's bytes replaces it.
@@ -54,15 +61,11 @@ pub(super) struct Written {
 #[derive(Debug, Default)]
 pub(super) struct LiveCode {
     regions: BTreeMap<u64, Written>,
-    /// The largest extent ever written: how far before an address a
-    /// region whose mapping reaches it can start (bounds the search).
-    max_extent: u64,
 }
 
 impl LiveCode {
     /// Records `region` at `start` as written (replacing what was there).
     pub(super) fn insert(&mut self, start: u64, region: Written) {
-        self.max_extent = self.max_extent.max(region.extent);
         self.regions.insert(start, region);
     }
 
@@ -73,6 +76,9 @@ impl LiveCode {
 
     /// Forgets the live regions whose code overlaps `[start, end)`.
     pub(super) fn forget_overlapping(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
         let dead: Vec<u64> = self.overlapping_code(start, end).collect();
         for key in dead {
             self.regions.remove(&key);
@@ -96,24 +102,23 @@ impl LiveCode {
         from < to && self.regions.range(from..to).next().is_some()
     }
 
-    /// The live regions before `start` whose mapping with an FDE reaches
-    /// past it: new code at `start` must not stay under their `.eh_frame`
+    /// The live region before `start` whose mapping with an FDE reaches
+    /// past it: new code at `start` must not stay under its `.eh_frame`
     /// (rule 2). Call after forgetting the regions the new code overlaps.
-    pub(super) fn fde_tails_over(&self, start: u64) -> Vec<u64> {
-        let reach = start.saturating_sub(self.max_extent);
-        (self.regions.range(reach..start))
-            .filter(|(s, r)| r.has_fde && **s + r.extent > start && **s + r.size <= start)
-            .map(|(s, _)| *s)
-            .collect()
+    /// Only the nearest region before `start` can be one: no live code
+    /// ever lies in the tail of a region that keeps its FDE (rules 1, 2).
+    pub(super) fn fde_tail_over(&self, start: u64) -> Option<u64> {
+        let (&before, region) = self.regions.range(..start).next_back()?;
+        (region.has_fde && before + region.extent > start).then_some(before)
     }
 
-    /// The live regions whose code starts in `[from, to)`: the neighbours a
-    /// mapping reaching to `to` covers (rule 3).
-    pub(super) fn starting_within(&self, from: u64, to: u64) -> Vec<u64> {
+    /// The first live region whose code starts in `[from, to)`: a
+    /// neighbour a mapping reaching to `to` covers (rule 3).
+    pub(super) fn first_start_within(&self, from: u64, to: u64) -> Option<u64> {
         if from >= to {
-            return Vec::new();
+            return None;
         }
-        self.regions.range(from..to).map(|(s, _)| *s).collect()
+        self.regions.range(from..to).next().map(|(s, _)| *s)
     }
 
     /// Forgets the regions whose code overlaps any of `ranges` (start,
@@ -151,13 +156,17 @@ mod tests {
         live.insert(0x1000, written(0x20, 0x80, true));
         live.insert(0x2000, written(0x20, 0x20, false));
         // New code at 0x1040 lies under 0x1000's .eh_frame.
-        assert_eq!(live.fde_tails_over(0x1040), [0x1000]);
+        assert_eq!(live.fde_tail_over(0x1040), Some(0x1000));
         // Past its mapping, or a region without an FDE: nothing.
-        assert!(live.fde_tails_over(0x1080).is_empty());
-        assert!(live.fde_tails_over(0x2020).is_empty());
+        assert_eq!(live.fde_tail_over(0x1080), None);
+        assert_eq!(live.fde_tail_over(0x2020), None);
         assert!(live.code_starts_within(0x1fff, 0x2001));
         assert!(!live.code_starts_within(0x1001, 0x2000));
-        assert_eq!(live.starting_within(0x1000, 0x2001), [0x1000, 0x2000]);
+        assert_eq!(live.first_start_within(0x1001, 0x2001), Some(0x2000));
+        assert_eq!(live.first_start_within(0x2000, 0x2000), None);
+        // A retire of no bytes forgets nothing.
+        live.retire(&[(0x1010, 0)]);
+        assert!(live.get(0x1000).is_some());
         // New code over old bytes replaces them; retiring forgets them.
         live.forget_overlapping(0x1010, 0x1011);
         assert!(live.get(0x1000).is_none());

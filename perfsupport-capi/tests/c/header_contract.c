@@ -1,0 +1,98 @@
+/* header_contract: what perfsupport.h promises next to each call, checked.
+ * Prints one line per check; exits 1 if one fails.
+ *   - conflicting opens of one output are PERFSUPPORT_ESTATE, file
+ *     problems PERFSUPPORT_EOPEN;
+ *   - a NULL jitdump directory is $JITDUMPDIR, else /tmp;
+ *   - the smallest regions perfsupport_reserved_region_size takes;
+ *   - a region's name, unwind description and lines are copied during the
+ *     call (the caller may reuse them at once). */
+#include <perfsupport.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+
+static void check(int ok, const char *what) {
+    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, ok ? "" : ": ",
+           ok ? "" : perfsupport_last_error());
+    if (!ok) failures++;
+}
+
+static int file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+int main(void) {
+    static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x90, 0x90, 0xc9, 0xc3};
+    char path[4096];
+    perfsupport_profilers *first = NULL, *second = NULL;
+
+    /* The jitdump directory: NULL is $JITDUMPDIR (set by the test to a
+     * scratch directory, or unset), else /tmp. */
+    const char *env = getenv("JITDUMPDIR");
+    snprintf(path, sizeof path, "%s/jit-%d.dump", env && *env ? env : "/tmp", (int)getpid());
+    check(perfsupport_profilers_open(PERFSUPPORT_OUTPUT_JITDUMP, NULL, &first) == PERFSUPPORT_OK,
+          "open a jitdump in the default directory");
+    check(file_exists(path), env && *env ? "the dump is in $JITDUMPDIR" : "the dump is in /tmp");
+
+    /* One jitdump per process: a second set with it conflicts. */
+    check(perfsupport_profilers_open(PERFSUPPORT_OUTPUT_JITDUMP, NULL, &second) ==
+              PERFSUPPORT_ESTATE,
+          "a second jitdump is ESTATE");
+    check(strstr(perfsupport_last_error(), "already written by this process") != NULL,
+          "the message says why");
+    check(perfsupport_profilers_open(PERFSUPPORT_OUTPUT_JITDUMP, "/nonexistent/dir", &second) ==
+              PERFSUPPORT_EOPEN,
+          "a missing directory is EOPEN");
+
+    /* One perf map writer per process: the regions path, then the trio. */
+    check(perfsupport_profilers_open(PERFSUPPORT_OUTPUT_PERF_MAP | PERFSUPPORT_OUTPUT_GDB, NULL,
+                                     &second) == PERFSUPPORT_OK,
+          "open a perf map with the GDB output");
+    check(perfsupport_perf_map_init() == PERFSUPPORT_ESTATE, "the trio after it is ESTATE");
+
+    /* What a region points to is copied during the call. */
+    char *name = malloc(64);
+    strcpy(name, "contract::copied");
+    perfsupport_line *line = malloc(sizeof *line);
+    *line = (perfsupport_line){.offset = 0, .file = "contract.mj", .line = 1};
+    perfsupport_unwind *fp = malloc(sizeof *fp);
+    *fp = (perfsupport_unwind){.kind = PERFSUPPORT_UNWIND_FRAME_POINTER};
+    perfsupport_region region = {.code = code, .size = sizeof code, .name = name,
+                                 .unwind = fp, .lines = line, .line_count = 1};
+    check(perfsupport_register(second, &region, 1) == PERFSUPPORT_OK, "register");
+    memset(name, 'x', 63);
+    name[63] = 0;
+    free(name);
+    free(line);
+    free(fp);
+    check(perfsupport_profilers_finish(second) == PERFSUPPORT_OK, "finish");
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    FILE *map = fopen(path, "r");
+    char text[4096] = "";
+    size_t got = map ? fread(text, 1, sizeof text - 1, map) : 0;
+    text[got] = 0;
+    if (map) fclose(map);
+    check(strstr(text, " contract::copied\n") != NULL, "the map has the name as it was");
+    unlink(path);
+
+    /* The smallest regions. */
+    size_t reserved = 0;
+    perfsupport_unwind frame = {.kind = PERFSUPPORT_UNWIND_FRAME_POINTER};
+    check(perfsupport_reserved_region_size(5, &frame, &reserved) == PERFSUPPORT_EINVAL,
+          "a frame-pointer region of 5 bytes is EINVAL");
+    check(strstr(perfsupport_last_error(), "at least 6 bytes") != NULL, "the message says 6");
+    check(perfsupport_reserved_region_size(6, &frame, &reserved) == PERFSUPPORT_OK,
+          "6 bytes with frame-pointer unwind info");
+    check(perfsupport_reserved_region_size(1, NULL, &reserved) == PERFSUPPORT_OK && reserved >= 1,
+          "1 byte without unwind info");
+    check(perfsupport_reserved_region_size(0, NULL, &reserved) == PERFSUPPORT_EINVAL,
+          "0 bytes is EINVAL");
+
+    check(perfsupport_profilers_finish(first) == PERFSUPPORT_OK, "finish the jitdump");
+    snprintf(path, sizeof path, "%s/jit-%d.dump", env && *env ? env : "/tmp", (int)getpid());
+    unlink(path);
+    printf("%d failed\n", failures);
+    return failures != 0;
+}
