@@ -5,7 +5,8 @@
  *   - a NULL jitdump directory is $JITDUMPDIR, else /tmp;
  *   - the smallest regions perfsupport_reserved_region_size takes;
  *   - a region's name, unwind description and lines are copied during the
- *     call (the caller may reuse them at once). */
+ *     call (the caller may reuse them at once);
+ *   - two regions of one batch may not overlap. */
 #include <perfsupport.h>
 
 #include <stdio.h>
@@ -67,6 +68,16 @@ int main(void) {
     free(name);
     free(line);
     free(fp);
+    /* Two regions of one batch may not share a code byte. */
+    perfsupport_region overlapping[2] = {
+        {.code = code, .size = 6, .name = "contract::a"},
+        {.code = code + 4, .size = 4, .name = "contract::b"},
+    };
+    check(perfsupport_register(second, overlapping, 2) == PERFSUPPORT_EINVAL,
+          "overlapping regions in one batch are EINVAL");
+    check(strstr(perfsupport_last_error(), "overlap") != NULL &&
+              strstr(perfsupport_last_error(), "contract::b") != NULL,
+          "the message names them");
     check(perfsupport_profilers_finish(second) == PERFSUPPORT_OK, "finish");
     snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
     FILE *map = fopen(path, "r");
