@@ -164,8 +164,15 @@ pub fn run(args: ProfileArgs) -> Result<u8, ()> {
     script.arg("-i").arg(dir.join(INJECTED_DATA));
     let stacks = quiet(&mut script, "perf script").map_err(fail)?;
     write_new(&dir.join(FIREFOX), &stacks).map_err(fail)?;
+    // The flame graph counts samples: without the period field (which
+    // inferno would add up instead, nanoseconds for cpu-clock).
+    let mut script = perf("script");
+    script
+        .args(["-F", "comm,pid,tid,time,ip,sym,dso", "-i"])
+        .arg(dir.join(INJECTED_DATA));
+    let samples = quiet(&mut script, "perf script").map_err(fail)?;
     let title = format!("toyvm profile {}", args.script.display());
-    flamegraph(&stacks, &title, &dir.join(FLAMEGRAPH)).map_err(fail)?;
+    flamegraph(&samples, &title, &dir.join(FLAMEGRAPH)).map_err(fail)?;
 
     say!(
         "toyvm profile: wrote {} (perf report) and {} (flame graph); perf data in {}",
@@ -198,9 +205,12 @@ fn check_perf() -> Result<(), String> {
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
+    // Level 2 (the kernel's default) lets a user profile their own
+    // processes in user space, which is all this needs: perf leaves the
+    // kernel's samples out by itself. Above 2 (Debian's 3) only root may.
     match paranoid {
-        Some(level) if level > 1 && !root => Err(format!(
-            "perf may not profile: kernel.perf_event_paranoid is {level}; allow it with `sudo sysctl kernel.perf_event_paranoid=1` (or run as root)"
+        Some(level) if level > 2 && !root => Err(format!(
+            "perf may not profile: kernel.perf_event_paranoid is {level}; allow it with `sudo sysctl kernel.perf_event_paranoid=2` (or run as root)"
         )),
         _ => Ok(()),
     }

@@ -83,8 +83,32 @@ fn profile_writes_a_report_and_a_flame_graph_of_mixed_stacks() {
     for frame in ["inner_hot", "middle", "outer", "toyvm::main"] {
         assert!(svg.contains(frame), "the flame graph lacks {frame}");
     }
+    // It counts samples (once it added up cpu-clock's period: a run of
+    // 226 samples showed 194,388,776).
+    let samples = Command::new("perf")
+        .env("PERF_CONFIG", dir.join("perfconfig"))
+        .args(["script", "-F", "tid", "-i"])
+        .arg(dir.join("perf.jit.data"))
+        .output()
+        .expect("perf script");
+    let count = String::from_utf8_lossy(&samples.stdout).lines().count();
+    let total = format!("all ({} samples, 100%)", thousands(count));
+    assert!(svg.contains(&total), "no '{total}' in the flame graph");
     // perf's build-id cache went to DIR, not ~/.debug.
     assert!(dir.join(".debug").is_dir());
+}
+
+/// `n` as inferno writes counts: `1,234,567`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 #[test]
@@ -241,4 +265,56 @@ fn profile_files_are_created_safely() {
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not a directory (a symlink?)"), "{stderr}");
     assert_eq!(std::fs::read_dir(&real).expect("real").count(), 0);
+}
+
+/// At `kernel.perf_event_paranoid` 2, the kernel's default, a user may
+/// profile their own processes in user space: `toyvm profile` must not
+/// refuse (it once did, though the manual perf path worked). As root the
+/// test runs it as `nobody` (setpriv), when the machine is at level 2.
+#[test]
+fn a_user_at_paranoid_level_2_may_profile() {
+    if let Some(why) = perf_unusable() {
+        return skip_or_fail(&why);
+    }
+    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if level.trim() != "2" || (root && Command::new("setpriv").arg("--help").output().is_err()) {
+        let banner = "=".repeat(72);
+        eprintln!(
+            "{banner}\nSKIPPING: perf_event_paranoid is {}, or no setpriv\n{banner}",
+            level.trim()
+        );
+        return;
+    }
+    let dir = out_dir("user");
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let script = dir.join("nested.toy");
+    std::fs::copy(repo_root().join("tests/vmprof/nested.toy"), &script).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = dir.join("profile");
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.arg(env!("CARGO_BIN_EXE_toyvm"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_toyvm"))
+    };
+    let run = command
+        .arg("profile")
+        .arg("--out")
+        .arg(&out)
+        .arg(&script)
+        .arg("50")
+        .current_dir(&dir)
+        .env("HOME", &dir)
+        .output()
+        .expect("run toyvm profile");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(!stderr.contains("perf_event_paranoid"), "{stderr}");
+    assert!(out.join("flamegraph.svg").is_file(), "{stderr}");
 }
