@@ -98,6 +98,8 @@ fn normalise(name: &str, text: &str) -> Vec<String> {
     while lines.last().is_some_and(|l| l.is_empty()) {
         lines.pop();
     }
+    // The book shows real percentages; they vary from run to run.
+    lines = lines.iter().map(|l| shares(l)).collect();
     if name == "toyvm-profile.txt" {
         // The code index of the hottest region follows the order in which
         // the background compiles finished; its name is compared.
@@ -132,6 +134,46 @@ fn normalise(name: &str, text: &str) -> Vec<String> {
             out
         }
     }
+}
+
+/// `line` with every percentage (`12.34%`, and perf annotate's `12.34 :`
+/// column), blanks before it included, replaced by ` NN.N%` / ` NN.N :`:
+/// the numbers vary, and so does the padding of their columns.
+fn shares(line: &str) -> String {
+    let bytes = line.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        // A number with a decimal point at i, after blanks at `from`?
+        let from = i;
+        let mut j = i;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        let digits = |k: usize| bytes[k..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let whole = digits(j);
+        if whole > 0
+            && (from == 0 || !bytes[from - 1].is_ascii_alphanumeric() || j > from)
+            && bytes.get(j + whole) == Some(&b'.')
+        {
+            let fraction = digits(j + whole + 1);
+            let end = j + whole + 1 + fraction;
+            if fraction > 0 && bytes.get(end) == Some(&b'%') {
+                out.push_str(" NN.N%");
+                i = end + 1;
+                continue;
+            }
+            if fraction > 0 && line[end..].starts_with(" :") && line[..from].trim().is_empty() {
+                out.push_str(" NN.N :");
+                i = end + 2;
+                continue;
+            }
+        }
+        let c = line[i..].chars().next().expect("inside the line");
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
 }
 
 /// `line` with a run of two or more blanks before its last word cut to
@@ -331,6 +373,18 @@ fn tool_usable(tool: &str) -> bool {
         "vmprofshow" => vmprofshow().is_some(),
         _ => unreachable!("unknown tool {tool}"),
     }
+}
+
+#[test]
+fn percentages_and_their_padding_are_normalised() {
+    assert_eq!(shares("    44.36%  [.] toy:jit:f"), " NN.N%  [.] toy:jit:f");
+    assert_eq!(shares("     4.36%  [.] toy:jit:f"), " NN.N%  [.] toy:jit:f");
+    assert_eq!(shares("   45.3%   12.0%    outer"), " NN.N% NN.N%    outer");
+    assert_eq!(shares("     12.34 :    80:     push   %rbp"), " NN.N :    80:     push   %rbp");
+    assert_eq!(shares("<main> (x.toy:1): 100.0% total"), "<main> (x.toy:1): NN.N% total");
+    // Not a share: versions, offsets, names with digits.
+    assert_eq!(shares("mdbook 0.5.4 at +12"), "mdbook 0.5.4 at +12");
+    assert_eq!(shares("toy:jit:phase0:x.toy:10"), "toy:jit:phase0:x.toy:10");
 }
 
 #[test]
