@@ -54,7 +54,7 @@ cd "$ROOT"
 # BOOK_OUT=DIR: write the files to DIR instead, and nothing into the book
 # (no flame graph either); tests/book_truth.rs compares DIR with the book.
 # TOYVM=PATH: use that toyvm binary instead of building one;
-# PERF_E2E=PATH likewise for the perfsupport end-to-end test binary.
+# PERF_E2E=PATH likewise for perfsupport's e2e_vm example.
 OUT=${BOOK_OUT:-$ROOT/book/src/generated}
 CHECK=${BOOK_OUT:+1}
 mkdir -p "$OUT"
@@ -395,86 +395,26 @@ if [[ -z $CHECK && (! -e book/src/images/vmprof-flamegraph.svg || ${REGENERATE_I
 fi
 rm -f "$WORK/demo.prof"
 
-# --- perfsupport: the end-to-end test binary as a tiny "VM" ---------------------
-echo "generate.sh: building the perfsupport end-to-end binary" >&2
-E2E=${PERF_E2E:-$(cargo test --release --quiet -p perfsupport --test perf_e2e --no-run \
-    --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "perf_e2e":
-        print(m["executable"])')}
-if [[ -z $E2E ]]; then
-    echo "generate.sh: could not build the perfsupport end-to-end test binary" >&2
-    exit 1
+# --- perfsupport: the end-to-end test's tiny "VM" (the example e2e_vm) ---------
+echo "generate.sh: building perfsupport's e2e_vm example" >&2
+if [[ -z ${PERF_E2E:-} ]]; then
+    cargo build --release --quiet -p perfsupport --example e2e_vm
 fi
+E2E=${PERF_E2E:-$ROOT/target/release/examples/e2e_vm}
 
-# Decodes a jitdump (header and records) with every run-dependent value
-# replaced by a placeholder. Offsets and sizes are real.
-decode_jitdump() {
-    python3 - "$1" <<'PY'
-import struct, sys
-data = open(sys.argv[1], "rb").read()
-names = {0: "CODE_LOAD", 1: "CODE_MOVE", 2: "DEBUG_INFO", 3: "CODE_CLOSE", 4: "UNWINDING_INFO"}
-magic, version, total, mach, pad, pid, ts, flags = struct.unpack_from("<IIIIIIQQ", data, 0)
-print(f"file header: magic={magic:#x} version={version} total_size={total} "
-      f"elf_mach={mach} pad1={pad} pid=PID timestamp=TIME flags={flags}")
-off = total
-base = None
-while off + 16 <= len(data):
-    rid, size, ts = struct.unpack_from("<IIQ", data, off)
-    print(f"\n@{off:#06x} {names.get(rid, rid)} (id {rid}) total_size={size} timestamp=TIME")
-    body = data[off + 16: off + size]
-    if rid == 2:
-        addr, n = struct.unpack_from("<QQ", body, 0)
-        base = addr
-        print(f"  code_addr=ADDR nr_entry={n}")
-        p = 16
-        for _ in range(n):
-            a, line, col = struct.unpack_from("<QII", body, p)
-            end = body.index(b"\0", p + 16)
-            name = body[p + 16:end].decode()
-            print(f"  entry: addr=ADDR+{a - addr:#x} line={line} discrim={col} file={name!r}")
-            p = end + 1
-        print(f"  padding to 8: {size - 16 - p} byte(s)")
-    elif rid == 4:
-        usize, hsize, msize = struct.unpack_from("<QQQ", body, 0)
-        print(f"  unwind_data_size={usize} eh_frame_hdr_size={hsize} mapped_size={msize}")
-        payload = body[24:24 + usize]
-        eh, hdr = payload[:usize - hsize], payload[usize - hsize:]
-        def dump(label, b):
-            print(f"  {label} ({len(b)} bytes):")
-            for i in range(0, len(b), 16):
-                print(f"    +{i:#04x}  " + " ".join(f"{x:02x}" for x in b[i:i + 16]))
-        dump(".eh_frame", eh)
-        dump(".eh_frame_hdr", hdr)
-        print(f"  padding to 8: {size - 16 - 24 - usize} byte(s)")
-    elif rid == 0:
-        pid, tid, vma, addr, csize, index = struct.unpack_from("<IIQQQQ", body, 0)
-        end = body.index(b"\0", 40)
-        name = body[40:end].decode()
-        code = body[end + 1:]
-        print(f"  pid=PID tid=TID vma=ADDR code_addr=ADDR code_size={csize} "
-              f"code_index={index} name={name!r}")
-        # Only the first region's bytes are shown: later ones embed runtime
-        # addresses (a call target), which would make the output unstable.
-        # The dump holds the live bytes (plus 8 appended marker bytes only
-        # for a region whose bytes it already holds).
-        shown = " ".join(f"{x:02x}" for x in code) if index == 0 else "..."
-        print(f"  code ({len(code)} bytes, exactly as they run): " + shown)
-        print(f"  56 + {len(name)} + 1 + {csize} = {56 + len(name) + 1 + csize} (no padding)")
-    off += size
-PY
-}
 
-PSUPPORT_E2E_CHILD="$WORK" "$E2E" >"$WORK/child.out"
+"$E2E" "$WORK" >"$WORK/child.out"
 PID=$(sed -n 's/^pid=//p' "$WORK/child.out")
 PIDS+=("$PID")
 {
     echo "\$ cat /tmp/perf-\$PID.map"
     sed -E 's/^[0-9a-f]+ /ADDR /' "/tmp/perf-$PID.map"
 } >"$OUT/perf-map.txt"
-decode_jitdump "$WORK/jit-$PID.dump" >"$OUT/jitdump-records.txt"
+{
+    echo "\$ cargo run --release -p perfsupport --example e2e_vm -- .   # writes jit-\$PID.dump"
+    echo "\$ toyvm jitdump --redact jit-\$PID.dump"
+    "$TOYVM" jitdump --redact "$WORK/jit-$PID.dump"
+} >"$OUT/jitdump-records.txt"
 rm -f "$WORK/jit-$PID.dump"
 
 # --- perf record + inject (only where perf works) -------------------------------
@@ -483,8 +423,8 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     echo "generate.sh: perf record / inject" >&2
     printf '[buildid]\n\tdir = %s\n' "$WORK/buildid" >"$WORK/perfconfig"
     export PERF_CONFIG="$WORK/perfconfig" DEBUGINFOD_URLS=
-    (cd "$WORK" && PSUPPORT_E2E_CHILD="$WORK" perf record -q -N -k 1 -e cpu-clock -F 999 \
-        --call-graph dwarf -o rec.data -- "$E2E" >child.out 2>/dev/null)
+    (cd "$WORK" && perf record -q -N -k 1 -e cpu-clock -F 999 \
+        --call-graph dwarf -o rec.data -- "$E2E" . >child.out 2>/dev/null)
     PID=$(sed -n 's/^pid=//p' "$WORK/child.out")
     PIDS+=("$PID")
     (cd "$WORK" && perf inject --jit -i rec.data -o inj.data)

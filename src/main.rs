@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 #[macro_use]
 mod stderr;
 mod files;
+mod jitdump;
 mod profile;
 mod report;
 mod signals;
@@ -52,6 +53,9 @@ enum Command {
     /// Profile a script with Linux perf (native and Toy frames together):
     /// writes a text report and a flame graph.
     Profile(profile::ProfileArgs),
+    /// Decode a jitdump (`jit-PID.dump` of `run --perf-jitdump`) record by
+    /// record, as the jitdump chapter of the book lays the bytes out.
+    Jitdump(jitdump::JitdumpArgs),
 }
 
 #[derive(Args)]
@@ -187,6 +191,7 @@ fn main() -> ExitCode {
         }),
         Command::Report(args) => report::run(args),
         Command::Profile(args) => profile::run(args),
+        Command::Jitdump(args) => jitdump::run(args),
     };
     ExitCode::from(status.unwrap_or(1))
 }
@@ -211,6 +216,7 @@ impl Command {
             },
             Command::Report(args) => args.files(),
             Command::Profile(args) => args.files(),
+            Command::Jitdump(args) => args.files(),
         }
     }
 }

@@ -380,8 +380,14 @@ fn percentages_and_their_padding_are_normalised() {
     assert_eq!(shares("    44.36%  [.] toy:jit:f"), " NN.N%  [.] toy:jit:f");
     assert_eq!(shares("     4.36%  [.] toy:jit:f"), " NN.N%  [.] toy:jit:f");
     assert_eq!(shares("   45.3%   12.0%    outer"), " NN.N% NN.N%    outer");
-    assert_eq!(shares("     12.34 :    80:     push   %rbp"), " NN.N :    80:     push   %rbp");
-    assert_eq!(shares("<main> (x.toy:1): 100.0% total"), "<main> (x.toy:1): NN.N% total");
+    assert_eq!(
+        shares("     12.34 :    80:     push   %rbp"),
+        " NN.N :    80:     push   %rbp"
+    );
+    assert_eq!(
+        shares("<main> (x.toy:1): 100.0% total"),
+        "<main> (x.toy:1): NN.N% total"
+    );
     // Not a share: versions, offsets, names with digits.
     assert_eq!(shares("mdbook 0.5.4 at +12"), "mdbook 0.5.4 at +12");
     assert_eq!(shares("toy:jit:phase0:x.toy:10"), "toy:jit:phase0:x.toy:10");

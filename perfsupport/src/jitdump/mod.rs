@@ -46,6 +46,7 @@
 pub mod build_id;
 pub mod format;
 mod packed;
+pub mod reader;
 pub mod unwinding_info;
 
 pub use build_id::MARKER_LEN;
