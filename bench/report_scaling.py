@@ -104,16 +104,26 @@ def timed(args):
     return float(out[0]), int(out[1]) / 1024
 
 
+def print_load():
+    print("load: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+def write_profile(d, name, data):
+    """`data` as the file `name` in directory `d`; its path."""
+    path = os.path.join(d, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
 def samples_main(sizes):
     formats = ["folded", "text", "pprof", "speedscope", "firefox"]
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print_load()
     print("| samples | file MiB | format | s | / folded | peak RSS MiB |")
     print("|---:|---:|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as d:
         for n in sizes:
-            path = os.path.join(d, f"samples-{n}.prof")
-            with open(path, "wb") as f:
-                f.write(sample_profile(n))
+            path = write_profile(d, f"samples-{n}.prof", sample_profile(n))
             size = os.path.getsize(path) / 2**20
             check = subprocess.run([TOYVM, "report", path], check=True, capture_output=True, text=True)
             assert f"{n:,}".replace(",", "") in check.stdout.split("\n")[0].replace(",", ""), check.stdout[:200]
@@ -143,14 +153,12 @@ def main():
         samples_main([int(a) for a in sys.argv[2:]] or [1_000_000, 10_000_000])
         return
     sizes = [int(a) for a in sys.argv[1:]] or [50_000, 100_000, 200_000]
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print_load()
     print("| distinct stacks | `report` s | per 1k stacks ms | `--folded` s | per 1k stacks ms |")
     print("|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as d:
         for n in sizes:
-            path = os.path.join(d, f"scale-{n}.prof")
-            with open(path, "wb") as f:
-                f.write(profile(n))
+            path = write_profile(d, f"scale-{n}.prof", profile(n))
             report = best([TOYVM, "report", path])
             folded = best([TOYVM, "report", "--folded", path])
             print(f"| {n:,} | {report:.2f} | {report / n * 1e6:.2f} | {folded:.2f} | {folded / n * 1e6:.2f} |")

@@ -484,7 +484,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
 
     # --- The quick start, trampolines, line tables -----------------------------
     # All from the repository root, so region names carry the short path.
-    pct() { sed -E -e 's/ +$//'; } # (percentages stay: book_truth compares them as placeholders)
+    rstrip() { sed -E -e 's/ +$//'; } # trailing blanks (perf pads its columns)
     rec=(perf record -q -g -e cpu-clock -F 999 -o "$WORK/quick.data" --
         "$TOYVM" run --perf examples/scripts/profile_demo.toy 300 100000)
     "${rec[@]}" >"$WORK/quick.out" 2>&1
@@ -494,7 +494,7 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         echo "\$ perf report -i quick.data --children --sort sym -g none --stdio --percent-limit 10"
         echo "  (toy: and interpreter lines, sorted by name)"
         perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 10 2>/dev/null |
-            grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | pct | sort -k3
+            grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | rstrip | sort -k3
     } >"$OUT/quick-perf-report.txt"
     note_pids "$WORK/quick.data"
     {
@@ -540,13 +540,13 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
         echo "\$ perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio --percent-limit 1"
         echo "  (JIT lines only; N in jitted-PID-N.so is the region's code index)"
         (cd "$JD" && perf report -i jd-inj.data --no-children --sort dso,sym -g none --stdio \
-            --percent-limit 1 2>/dev/null) | grep -E 'jitted-' | jstrip | pct | sed -E 's/   +/  /g' | sort -k2
+            --percent-limit 1 2>/dev/null) | grep -E 'jitted-' | jstrip | rstrip | sed -E 's/   +/  /g' | sort -k2
     } >"$OUT/quick-jitdump-report.txt"
     {
         echo "\$ perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio --percent-limit 5"
         echo "  (sorted by line)"
         (cd "$JD" && perf report -i jd-inj.data --no-children --sort sym,srcline -g none --stdio \
-            --percent-limit 5 2>/dev/null) | grep -E 'toy:' | jstrip | pct | sed -E 's/   +/  /g' | sort -t: -k6n
+            --percent-limit 5 2>/dev/null) | grep -E 'toy:' | jstrip | rstrip | sed -E 's/   +/  /g' | sort -t: -k6n
     } >"$OUT/srcline-report.txt"
     HOT=""
     for so in "$JD"/jitted-*.so; do
@@ -660,14 +660,14 @@ for line in lines[1:]:
             echo "\$ perf report -i pd-inj.data --no-children --sort $sort -g none --stdio | grep 'toy:jit:phase0:' | head -3"
             echo "  (code indexes replaced by N)"
             (cd "$PD" && perf report -i pd-inj.data --no-children --sort "$sort" -g none --stdio 2>/dev/null) |
-                grep 'toy:jit:phase0:' | head -3 | pct | dstrip
+                grep 'toy:jit:phase0:' | head -3 | rstrip | dstrip
         done
         echo "\$ perf report -i pd-inj.data --no-children --sort dso,sym -g none --stdio |"
         echo "    awk '/toy:jit:/ { p[\$NF] += \$1 } END { for (n in p) if (p[n] >= 2) printf \"%6.2f%%  %s\\n\", p[n], n }' | sort -k2"
         echo "  (the rows summed by name, names with 2% or more)"
         (cd "$PD" && perf report -i pd-inj.data --no-children --sort dso,sym -g none --stdio 2>/dev/null) |
             awk '/toy:jit:/ { p[$NF] += $1 } END { for (n in p) if (p[n] >= 2) printf "%6.2f%%  %s\n", p[n], n }' |
-            sort -k2 | pct
+            sort -k2 | rstrip
     } >"$OUT/code-dies-perf-report.txt"
     rm -rf "$PD"
 else

@@ -74,13 +74,7 @@ pub fn decode(bytes: &[u8], redact: bool) -> Result<String, reader::ReadError> {
         header.flags
     );
     for at in &records {
-        let (kind, id) = match &at.record {
-            Record::CodeLoad { .. } => ("CODE_LOAD", 0),
-            Record::DebugInfo { .. } => ("DEBUG_INFO", 2),
-            Record::Close => ("CODE_CLOSE", 3),
-            Record::UnwindingInfo { .. } => ("UNWINDING_INFO", 4),
-            Record::Other { id } => ("(skipped)", *id),
-        };
+        let (kind, id) = at.record.kind();
         let _ = writeln!(
             out,
             "\n@{:#06x} {kind} (id {id}) total_size={} timestamp={}",

@@ -163,19 +163,25 @@ fn top_rows(text: &str) -> BTreeMap<String, (u64, u64)> {
     rows
 }
 
-#[test]
-fn go_tool_pprof_reads_the_same_functions_and_counts_as_folded() {
-    let dir = scratch("pprof");
-    let profile = demo_profile();
+/// `toyvm report --format pprof -o DIR/demo.pb.gz PROFILE`; the file.
+fn pprof_export(dir: &Path, profile: &Path) -> PathBuf {
     let pb = dir.join("demo.pb.gz");
     ok(
         report(
-            &dir,
+            dir,
             &["--format", "pprof", "-o", pb.to_str().unwrap()],
             profile,
         ),
         "pprof",
     );
+    pb
+}
+
+#[test]
+fn go_tool_pprof_reads_the_same_functions_and_counts_as_folded() {
+    let dir = scratch("pprof");
+    let profile = demo_profile();
+    let pb = pprof_export(&dir, profile);
     let refused = report(&dir, &["--format", "pprof"], profile);
     assert_eq!(refused.status, Some(1), "{refused:?}");
     assert!(refused.stderr.contains("-o FILE"), "{}", refused.stderr);
@@ -207,15 +213,7 @@ fn go_tool_pprof_reads_the_same_functions_and_counts_as_folded() {
 fn go_tool_pprof_lines_match_the_profiles_own_lines() {
     let dir = scratch("pprof-lines");
     let profile = demo_profile();
-    let pb = dir.join("demo.pb.gz");
-    ok(
-        report(
-            &dir,
-            &["--format", "pprof", "-o", pb.to_str().unwrap()],
-            profile,
-        ),
-        "pprof",
-    );
+    let pb = pprof_export(&dir, profile);
     let Some(top) = go_pprof(
         &dir,
         &["-top", "-lines", "-nodecount=1000", "-sample_index=samples"],

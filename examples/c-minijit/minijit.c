@@ -14,6 +14,8 @@
  */
 #include <perfsupport.h>
 
+#include "emit.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,33 +28,6 @@
 static void die(const char *what, int rc) {
     fprintf(stderr, "minijit: %s failed (%d): %s\n", what, rc, perfsupport_last_error());
     exit(1);
-}
-
-/* ---- A byte emitter ------------------------------------------------- */
-
-typedef struct {
-    uint8_t *base;
-    size_t len;
-} emitter;
-
-static void emit(emitter *e, const uint8_t *bytes, size_t n) {
-    memcpy(e->base + e->len, bytes, n);
-    e->len += n;
-}
-#define EMIT(e, ...)                                                  \
-    do {                                                              \
-        const uint8_t bytes_[] = {__VA_ARGS__};                       \
-        emit((e), bytes_, sizeof bytes_);                             \
-    } while (0)
-
-static void emit_u64(emitter *e, uint64_t v) { emit(e, (const uint8_t *)&v, 8); }
-static void emit_u32(emitter *e, uint32_t v) { emit(e, (const uint8_t *)&v, 4); }
-
-/* mov rax, imm64; call rax */
-static void emit_call(emitter *e, const void *target) {
-    EMIT(e, 0x48, 0xb8);
-    emit_u64(e, (uint64_t)(uintptr_t)target);
-    EMIT(e, 0xff, 0xd0);
 }
 
 // ANCHOR: shadow_push

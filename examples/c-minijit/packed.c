@@ -31,6 +31,8 @@
  */
 #include <perfsupport.h>
 
+#include "emit.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,22 +48,7 @@ static void die(const char *what, int rc) {
     exit(1);
 }
 
-/* ---- Code ------------------------------------------------------------ */
-
-typedef struct {
-    uint8_t *at;
-    size_t len;
-} emitter;
-
-static void emit(emitter *e, const uint8_t *bytes, size_t n) {
-    memcpy(e->at + e->len, bytes, n);
-    e->len += n;
-}
-#define EMIT(e, ...)                                                  \
-    do {                                                              \
-        const uint8_t bytes_[] = {__VA_ARGS__};                       \
-        emit((e), bytes_, sizeof bytes_);                             \
-    } while (0)
+/* ---- Code (with the byte emitter of emit.h) ------------------------- */
 
 // ANCHOR: packed_functions
 /* leaf(n, probe): calls probe() if it is not NULL, then sums n..1. */
@@ -83,14 +70,11 @@ static size_t emit_leaf(uint8_t *at) {
 /* caller(n, probe): spins n times, then returns callee(n, probe). */
 static size_t emit_caller(uint8_t *at, const void *callee) {
     emitter e = {at, 0};
-    uint64_t target = (uint64_t)(uintptr_t)callee;
     EMIT(&e, 0x55, 0x48, 0x89, 0xe5,             /* push rbp; mov rbp, rsp */
          0x48, 0x89, 0xf9,                       /* mov rcx, rdi */
-         0x48, 0xff, 0xc9, 0x75, 0xfb,           /* loop: dec rcx; jnz loop */
-         0x48, 0xb8);                            /* mov rax, callee */
-    emit(&e, (const uint8_t *)&target, 8);
-    EMIT(&e, 0xff, 0xd0,                         /* call rax */
-         0xc9, 0xc3);                            /* leave; ret */
+         0x48, 0xff, 0xc9, 0x75, 0xfb);          /* loop: dec rcx; jnz loop */
+    emit_call(&e, callee);                       /* mov rax, callee; call rax */
+    EMIT(&e, 0xc9, 0xc3);                        /* leave; ret */
     return e.len;
 }
 // ANCHOR_END: packed_functions

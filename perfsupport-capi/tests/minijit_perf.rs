@@ -6,21 +6,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use support::{minijit, missing, run_ok, scratch};
-
-/// `perf` with a private build-id cache in `dir`.
-fn perf(dir: &Path) -> Command {
-    let config = dir.join("perfconfig");
-    if !config.exists() {
-        let cache = dir.join("buildid-cache");
-        std::fs::write(&config, format!("[buildid]\n\tdir = {}\n", cache.display()))
-            .expect("write perfconfig");
-    }
-    let mut command = Command::new("perf");
-    command.env("PERF_CONFIG", &config).current_dir(dir);
-    command
-}
+use support::{minijit, missing, perf, record_dwarf_and_inject, run_ok, scratch};
 
 /// The mini-JIT, or `None` when a tool is missing off CI.
 fn setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
@@ -102,26 +88,9 @@ fn perf_map_names_and_frame_pointer_stacks() {
 fn dwarf_chains(tag: &str, extra: &[&str]) -> Option<Vec<Vec<String>>> {
     let (dir, jit) = setup(tag)?;
     let d = dir.path();
-    run_ok(
-        perf(d)
-            .args([
-                "record",
-                "-q",
-                "-k",
-                "1",
-                "-e",
-                "cpu-clock",
-                "--call-graph",
-                "dwarf",
-            ])
-            .args(["-o", "perf.data"])
-            .arg(&jit)
-            .args(["--jitdump-dir"])
-            .arg(d)
-            .args(["--rounds", "3000"])
-            .args(extra),
-    );
-    run_ok(perf(d).args(["inject", "--jit", "-i", "perf.data", "-o", "perf.jit.data"]));
+    let mut args = vec!["--jitdump-dir", ".", "--rounds", "3000"];
+    args.extend(extra);
+    record_dwarf_and_inject(d, &jit, &args);
     Some(call_chains(d, "perf.jit.data"))
 }
 

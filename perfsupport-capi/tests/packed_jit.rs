@@ -14,20 +14,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use support::{missing, packed, run_ok, scratch};
-
-/// `perf` with a private build-id cache in `dir`.
-fn perf(dir: &Path) -> Command {
-    let config = dir.join("perfconfig");
-    if !config.exists() {
-        let cache = dir.join("buildid-cache");
-        std::fs::write(&config, format!("[buildid]\n\tdir = {}\n", cache.display()))
-            .expect("write perfconfig");
-    }
-    let mut command = Command::new("perf");
-    command.env("PERF_CONFIG", &config).current_dir(dir);
-    command
-}
+use support::{missing, packed, perf, record_dwarf_and_inject, run_ok, scratch};
 
 /// The call chain each packed function must have, innermost first.
 const CHAINS: [&[&str]; 4] = [
@@ -90,29 +77,14 @@ fn packed_functions_get_full_named_stacks_under_dwarf_unwinding() {
     for (mode, flags, fallbacks) in modes {
         let d = dir.path().join(mode.replace(' ', "-"));
         std::fs::create_dir_all(&d).unwrap();
-        let record = run_ok(
-            perf(&d)
-                .args([
-                    "record",
-                    "-q",
-                    "-k",
-                    "1",
-                    "-e",
-                    "cpu-clock",
-                    "--call-graph",
-                    "dwarf",
-                ])
-                .args(["-o", "perf.data"])
-                .arg(&jit)
-                .args(["--jitdump-dir", ".", "--rounds", "3000"])
-                .args(flags),
-        );
+        let mut args = vec!["--jitdump-dir", ".", "--rounds", "3000"];
+        args.extend(flags);
+        let record = record_dwarf_and_inject(&d, &jit, &args);
         let stdout = String::from_utf8_lossy(&record.stdout);
         assert!(
             stdout.contains(fallbacks),
             "{mode}: no '{fallbacks}' in:\n{stdout}"
         );
-        run_ok(perf(&d).args(["inject", "--jit", "-i", "perf.data", "-o", "perf.jit.data"]));
         let stacks = jit_stacks(&d, "perf.jit.data");
         let mut exact: BTreeMap<&str, usize> = BTreeMap::new();
         let mut wrong = Vec::new();

@@ -287,24 +287,8 @@ impl Profilers {
     /// anywhere.
     #[must_use = "print the failures: a failed sink stops writing"]
     pub fn register(&self, regions: &[CodeRegion<'_>]) -> Vec<SinkFailure> {
-        if let Err(error) = validate_batch(regions) {
-            return self.rejected(&error);
-        }
-        self.for_each_enabled(|sink| sink.register(regions))
+        self.register_reporting(regions, &mut UnwindFallbacks::default())
     }
-
-    /// One "not registered" failure per enabled sink, for a batch that
-    /// failed validation.
-    fn rejected(&self, error: &io::Error) -> Vec<SinkFailure> {
-        self.enabled()
-            .map(|active| SinkFailure {
-                sink: active.sink.name().to_string(),
-                error: io::Error::new(error.kind(), error.to_string()),
-                disabled: false,
-            })
-            .collect()
-    }
-    // ANCHOR_END: profilers_register
 
     /// [`Profilers::register`], adding up in `fallbacks` what the sinks did
     /// about packed code (see [`UnwindFallbacks`]).
@@ -315,10 +299,17 @@ impl Profilers {
         fallbacks: &mut UnwindFallbacks,
     ) -> Vec<SinkFailure> {
         if let Err(error) = validate_batch(regions) {
-            return self.rejected(&error);
+            return (self.enabled())
+                .map(|active| SinkFailure {
+                    sink: active.sink.name().to_string(),
+                    error: io::Error::new(error.kind(), error.to_string()),
+                    disabled: false,
+                })
+                .collect();
         }
         self.for_each_enabled(|sink| sink.register_reporting(regions, fallbacks))
     }
+    // ANCHOR_END: profilers_register
 
     /// Finishes every enabled sink (at VM shutdown) and returns the failures.
     #[must_use = "print the failures: the files may be incomplete"]

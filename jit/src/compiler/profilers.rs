@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use perfsupport::{CodeRegion, GdbJit, JitDump, PerfMap, ProfilerSink, Profilers};
+use perfsupport::{CodeRegion, GdbJit, JitDump, PerfMap, ProfilerSink, Profilers, UnwindFallbacks};
 
 use crate::codegen::arena;
 use crate::options::{GDB_KEEP_DEAD_ENV, JitOptions, NO_QUARANTINE_ENV, NO_UNWIND_ENV};
@@ -70,6 +70,14 @@ impl<T: ProfilerSink> ProfilerSink for Shared<T> {
 
     fn register(&self, regions: &[CodeRegion<'_>]) -> io::Result<()> {
         self.0.register(regions)
+    }
+
+    fn register_reporting(
+        &self,
+        regions: &[CodeRegion<'_>],
+        fallbacks: &mut UnwindFallbacks,
+    ) -> io::Result<()> {
+        self.0.register_reporting(regions, fallbacks)
     }
 
     fn finish(&self) -> io::Result<()> {

@@ -82,58 +82,58 @@ pub fn pkg_config(args: &[&str]) -> Vec<String> {
 /// pointers kept, and `link` (usually pkg-config's flags) last. `None`
 /// when the compiler or pkg-config is missing off CI.
 pub fn compile(sources: &[PathBuf], out: &Path, link: &[String]) -> Option<PathBuf> {
-    if missing("cc", &["--version"]) || missing("pkg-config", &["--version"]) {
+    if missing("pkg-config", &["--version"]) {
         return None;
     }
-    build_library();
-    let mut command = Command::new("cc");
-    command
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-        ])
-        .args(pkg_config(&["--cflags"]))
-        .args(sources)
-        .arg("-o")
-        .arg(out)
-        .args(link);
-    let output = command.output().expect("run cc");
-    assert!(
-        output.status.success(),
-        "cc failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(out.to_path_buf())
+    let mut flags: Vec<String> = ["-O2", "-g", "-fno-omit-frame-pointer", "-Wextra"]
+        .map(String::from)
+        .into();
+    flags.extend(pkg_config(&["--cflags"]));
+    build("cc", &flags, sources, out, link)
 }
 
-/// Compiles `sources` into `out` with `compiler` and `flags` (plus
-/// `-Wall -Werror`, the header's directory and the shared library). `None`
-/// when the compiler is missing off CI.
+/// Compiles `sources` into `out` with `compiler` and `flags`, against the
+/// header's directory and the shared library (no pkg-config: tcc reads
+/// plain `-I`/`-L`). `None` when the compiler is missing off CI.
 pub fn compile_with(
     compiler: &str,
     flags: &[&str],
     sources: &[PathBuf],
     out: &Path,
 ) -> Option<PathBuf> {
+    let mut all: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    all.push(format!(
+        "-I{}",
+        repo_root().join("perfsupport-capi/include").display()
+    ));
+    let link = [
+        format!("-L{}", library_dir().display()),
+        format!("-Wl,-rpath,{}", library_dir().display()),
+        "-lperfsupport".to_string(),
+    ];
+    build(compiler, &all, sources, out, &link)
+}
+
+/// `compiler FLAGS -Wall -Werror SOURCES -o OUT LINK`, asserting success,
+/// after building the library.
+fn build(
+    compiler: &str,
+    flags: &[String],
+    sources: &[PathBuf],
+    out: &Path,
+    link: &[String],
+) -> Option<PathBuf> {
     if missing(compiler, &["-v"]) {
         return None;
     }
     build_library();
-    let include = repo_root().join("perfsupport-capi/include");
     let output = Command::new(compiler)
         .args(flags)
         .args(["-Wall", "-Werror"])
-        .arg(format!("-I{}", include.display()))
         .args(sources)
         .arg("-o")
         .arg(out)
-        .arg(format!("-L{}", library_dir().display()))
-        .arg(format!("-Wl,-rpath,{}", library_dir().display()))
-        .arg("-lperfsupport")
+        .args(link)
         .output()
         .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
     assert!(
@@ -142,6 +142,43 @@ pub fn compile_with(
         String::from_utf8_lossy(&output.stderr)
     );
     Some(out.to_path_buf())
+}
+
+/// `perf` with a private build-id cache in `dir`, run in `dir`.
+pub fn perf(dir: &Path) -> Command {
+    let config = dir.join("perfconfig");
+    if !config.exists() {
+        let cache = dir.join("buildid-cache");
+        std::fs::write(&config, format!("[buildid]\n\tdir = {}\n", cache.display()))
+            .expect("write perfconfig");
+    }
+    let mut command = Command::new("perf");
+    command.env("PERF_CONFIG", &config).current_dir(dir);
+    command
+}
+
+/// In `dir`: `perf record -k 1 --call-graph dwarf` of `program ARGS` into
+/// `perf.data`, then `perf inject --jit` into `perf.jit.data`. The
+/// recording's output (the program's stdout).
+pub fn record_dwarf_and_inject(dir: &Path, program: &Path, args: &[&str]) -> Output {
+    let record = run_ok(
+        perf(dir)
+            .args([
+                "record",
+                "-q",
+                "-k",
+                "1",
+                "-e",
+                "cpu-clock",
+                "--call-graph",
+                "dwarf",
+            ])
+            .args(["-o", "perf.data"])
+            .arg(program)
+            .args(args),
+    );
+    run_ok(perf(dir).args(["inject", "--jit", "-i", "perf.data", "-o", "perf.jit.data"]));
+    record
 }
 
 /// The mini-JIT, linked against the shared library.

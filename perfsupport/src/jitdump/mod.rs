@@ -417,7 +417,7 @@ impl BatchWriter<'_, '_> {
             let room = start + with_fde;
             let next_in_batch = self.batch_starts.partition_point(|&s| s <= start);
             let taken = (self.batch_starts.get(next_in_batch)).is_some_and(|&next| next < room)
-                || self.state.live.code_starts_within(end, room);
+                || self.state.live.first_start_within(end, room).is_some();
             if taken {
                 unwind = unwinding_info::header_only();
                 self.fallbacks.header_only += 1;

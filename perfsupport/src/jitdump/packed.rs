@@ -97,11 +97,6 @@ impl LiveCode {
             .chain(self.regions.range(start..end).map(|(s, _)| *s))
     }
 
-    /// True if a live region's code starts in `[from, to)`.
-    pub(super) fn code_starts_within(&self, from: u64, to: u64) -> bool {
-        from < to && self.regions.range(from..to).next().is_some()
-    }
-
     /// The live region before `start` whose mapping with an FDE reaches
     /// past it: new code at `start` must not stay under its `.eh_frame`
     /// (rule 2). Call after forgetting the regions the new code overlaps.
@@ -112,8 +107,9 @@ impl LiveCode {
         (region.has_fde && before + region.extent > start).then_some(before)
     }
 
-    /// The first live region whose code starts in `[from, to)`: a
-    /// neighbour a mapping reaching to `to` covers (rule 3).
+    /// The first live region whose code starts in `[from, to)`: live code
+    /// in a region's room (rule 1), or a neighbour a mapping reaching to
+    /// `to` covers (rule 3).
     pub(super) fn first_start_within(&self, from: u64, to: u64) -> Option<u64> {
         if from >= to {
             return None;
@@ -160,8 +156,8 @@ mod tests {
         // Past its mapping, or a region without an FDE: nothing.
         assert_eq!(live.fde_tail_over(0x1080), None);
         assert_eq!(live.fde_tail_over(0x2020), None);
-        assert!(live.code_starts_within(0x1fff, 0x2001));
-        assert!(!live.code_starts_within(0x1001, 0x2000));
+        assert_eq!(live.first_start_within(0x1fff, 0x2001), Some(0x2000));
+        assert_eq!(live.first_start_within(0x1001, 0x2000), None);
         assert_eq!(live.first_start_within(0x1001, 0x2001), Some(0x2000));
         assert_eq!(live.first_start_within(0x2000, 0x2000), None);
         // A retire of no bytes forgets nothing.

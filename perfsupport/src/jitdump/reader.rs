@@ -92,6 +92,19 @@ pub enum Record<'a> {
     },
 }
 
+impl Record<'_> {
+    /// The record kind's name in perf's jitdump specification, and its id.
+    pub fn kind(&self) -> (&'static str, u32) {
+        match self {
+            Record::CodeLoad { .. } => ("CODE_LOAD", RecordId::CodeLoad as u32),
+            Record::DebugInfo { .. } => ("DEBUG_INFO", RecordId::DebugInfo as u32),
+            Record::UnwindingInfo { .. } => ("UNWINDING_INFO", RecordId::UnwindingInfo as u32),
+            Record::Close => ("CODE_CLOSE", RecordId::Close as u32),
+            Record::Other { id } => ("(skipped)", *id),
+        }
+    }
+}
+
 /// A record and where it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordAt<'a> {
@@ -314,16 +327,11 @@ mod tests {
         let bytes = std::fs::read(file.path()).unwrap();
         let (header, records) = read(&bytes).unwrap();
         assert_eq!(header.pid, std::process::id());
-        let kinds: Vec<&str> = (records.iter())
-            .map(|r| match r.record {
-                Record::DebugInfo { .. } => "debug",
-                Record::UnwindingInfo { .. } => "unwind",
-                Record::CodeLoad { .. } => "load",
-                Record::Close => "close",
-                Record::Other { .. } => "other",
-            })
-            .collect();
-        assert_eq!(kinds, ["debug", "unwind", "load", "close"]);
+        let kinds: Vec<&str> = records.iter().map(|r| r.record.kind().0).collect();
+        assert_eq!(
+            kinds,
+            ["DEBUG_INFO", "UNWINDING_INFO", "CODE_LOAD", "CODE_CLOSE"]
+        );
         let Record::CodeLoad {
             name,
             code: dumped,
