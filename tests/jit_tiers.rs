@@ -16,7 +16,7 @@ fn script(name: &str, source: &str) -> (PathBuf, String) {
     (dir, text)
 }
 
-const LOOPS: &str = "fn sq(x: int) -> int {\n    return x * x;\n}\nfn sum(n: int) -> int {\n    let s = 0;\n    for i in 0..n { s += sq(i) % 7; }\n    return s;\n}\nprint(sum(1000000));\n";
+const LOOPS: &str = "fn sq(x: int) -> int {\n    return x * x;\n}\nfn sum(n: int) -> int {\n    let s = 0;\n    for i in 0..n { s += sq(i) % 7; }\n    return s;\n}\nprint(sum(20000000));\n";
 
 fn compiled(stderr: &str) -> Vec<String> {
     stderr
@@ -45,9 +45,10 @@ fn flags_choose_what_is_compiled() {
         "{}",
         eager.stderr
     );
-    // The default tiering compiles in the background: the loops are long
-    // enough (tens of milliseconds) for the compiler thread to deliver
-    // before the script ends, however loaded the machine.
+    // The default tiering compiles in the background, and a compile still
+    // queued when the script ends is dropped: the loop runs about 200 ms
+    // interpreted, ten times what the compiles take, so the compiler
+    // thread delivers before the script ends on a loaded machine too.
     // `sum` is called once: its loop tiers up through OSR, one compile
     // (the variant, not the whole function too); `sq`, called once per
     // iteration, tiers up by itself at a call; `<main>` never gets hot.
@@ -144,10 +145,12 @@ fn the_depth_limit_holds_where_compiled_code_is_entered() {
     // A compiled function's depth check leaves the error to whoever
     // receives its status: compiled `g` (threshold 0 and 2), or, by
     // default, the entry shim of `f` (hot at its calls in `<main>`'s
-    // loop), called by `g`, which stays interpreted.
+    // loop), called by `g`, which stays interpreted. `<main>`'s loop runs
+    // about 200 ms interpreted, so the background compile of `f` lands
+    // before it ends on a loaded machine too.
     let (dir, path) = script(
         "depth_entry",
-        "fn f(x: int) -> int { let a = [x]; return a[0]; }\nfn g(n: int) -> int { if n == 0 { return f(7); } return g(n - 1) + 0; }\nlet t = 0;\nfor i in 0..200000 { t += f(i); }\nprint(t);\nprint(g(27));\nprint(g(28));\n",
+        "fn f(x: int) -> int { let a = [x]; return a[0]; }\nfn g(n: int) -> int { if n == 0 { return f(7); } return g(n - 1) + 0; }\nlet t = 0;\nfor i in 0..3000000 { t += f(i); }\nprint(t);\nprint(g(27));\nprint(g(28));\n",
     );
     // The last run uses the default threshold.
     let tiers: [&[&str]; 4] = [
@@ -174,7 +177,7 @@ fn the_depth_limit_holds_where_compiled_code_is_entered() {
             .collect()
     };
     assert_eq!(runs[0].status, Some(1));
-    assert_eq!(runs[0].stdout, "19999900000\n7\n");
+    assert_eq!(runs[0].stdout, "4499998500000\n7\n");
     assert!(
         errors(&runs[0].stderr)
             .starts_with("error: call depth exceeded the limit of 30 frames\n  at g ("),

@@ -21,6 +21,9 @@ pub struct ToyRun {
     pub stderr: String,
     /// `None` if the process was killed by a signal (a crash) or timed out.
     pub status: Option<i32>,
+    /// The process id it ran as (what its `/tmp/perf-PID.map` and
+    /// `jit-PID.dump` are named after).
+    pub pid: u32,
 }
 
 /// The repository root (the tests run scripts by paths relative to it).
@@ -79,6 +82,7 @@ pub fn toyvm_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> ToyRun {
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
         status,
+        pid: child.id(),
     }
 }
 

@@ -57,8 +57,9 @@ const FRONT_END_STACK: usize = 512 << 20;
 pub type TierUpFactory = std::sync::Arc<dyn Fn() -> Box<dyn tier::TierUp> + Send + Sync>;
 
 /// Called once with the run's [`runtime::PendingOutput`] when the VM
-/// exists, so a signal thread can write out what the script printed before
-/// the process stops (see [`runtime::output`]).
+/// exists and its `--vmprof` profile (if any) has started, so a signal
+/// thread can write out what the script printed, and complete the profile,
+/// before the process stops (see [`runtime::output`]).
 pub type OutputHook = std::sync::Arc<dyn Fn(runtime::PendingOutput) + Send + Sync>;
 
 /// How to run a script.
@@ -259,9 +260,6 @@ fn execute<'m>(
     }
     vm.stack_limit = runtime::native_stack::limit_for_current_thread();
     vm.out.line_buffered = options.line_buffered;
-    if let Some(hook) = &options.on_output {
-        hook(vm.out.pending());
-    }
     // Profiling starts before the JIT does, so compiled code knows whether
     // to write frame records for the calls it inlines (`--vmprof-inlined`,
     // see `crate::vmprof`).
@@ -271,6 +269,14 @@ fn execute<'m>(
         // finished below, or dropped first on a panic (declared later).
         unsafe { start_profile(&mut vm, vmprof) }.map(|session| (session, vmprof))
     });
+    // Only now, with the profile started, may the hook let a stop signal
+    // in (`toyvm run` unblocks SIGINT/SIGTERM/SIGHUP here): a signal taken
+    // while the profile was being opened would find no session to complete,
+    // and the profile would be left without its trailer. One sent earlier
+    // stays pending until this call.
+    if let Some(hook) = &options.on_output {
+        hook(vm.out.pending());
+    }
     // The JIT (its code memory) must stay alive while the VM runs code;
     // it lives until the end of this function.
     let mut jit = options.tier_up.as_ref().map(|make| make());
