@@ -21,8 +21,8 @@
 //! toyvm once did, dequeues them undelivered: gdb, strace and `perf trace`
 //! never saw them. Which thread takes them matters too: they are blocked in
 //! every thread but the one that runs the VM (the main thread blocks them
-//! before any other thread exists; the VM's thread unblocks them when its
-//! run starts; the sampler's and the compiler's threads are
+//! before any other thread exists; the VM's thread unblocks them once its
+//! `--vmprof` profile, if any, has started; the sampler's and the compiler's threads are
 //! [`perfsupport::threads::spawn_helper`] threads), so gdb stops with the
 //! VM's thread current and `bt` shows the Toy frames.
 //!
@@ -68,8 +68,9 @@ const SEAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and so in every thread
 /// started after it), installs their handlers (except for a signal that is
 /// ignored now) and starts the thread that handles them. Returns the hook
-/// that the VM's thread calls when its run starts: it unblocks the signals
-/// there and tells the signal thread which output to complete.
+/// that the VM's thread calls once its `--vmprof` profile, if any, has
+/// started (so a signal always finds the profile to complete): it unblocks
+/// the signals there and tells the signal thread which output to complete.
 ///
 /// Call it from the main thread before any other thread exists, and only
 /// for `toyvm run` (child processes would inherit the blocked mask).

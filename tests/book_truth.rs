@@ -98,7 +98,10 @@ fn normalise(name: &str, text: &str) -> Vec<String> {
     while lines.last().is_some_and(|l| l.is_empty()) {
         lines.pop();
     }
-    // The book shows real percentages; they vary from run to run.
+    // The book shows real counts and percentages; they vary from run to run.
+    if counted(name) {
+        lines = lines.iter().map(|l| numbers(l)).collect();
+    }
     lines = lines.iter().map(|l| shares(l)).collect();
     if name == "toyvm-profile.txt" {
         // The code index of the hottest region follows the order in which
@@ -172,6 +175,48 @@ fn shares(line: &str) -> String {
         let c = line[i..].chars().next().expect("inside the line");
         out.push(c);
         i += c.len_utf8();
+    }
+    out
+}
+
+/// The files whose every number is a sample count or a share (a difference
+/// of two profiles, `go tool pprof -top`): compared with [`numbers`].
+fn counted(name: &str) -> bool {
+    matches!(name, "vmprof-diff.txt" | "vmprof-export-pprof.txt")
+}
+
+/// `line` with every word that is a number (`412`, `+12.3`, `45.3%`, and
+/// `412,` before a comma), blanks before it included, replaced by ` N`: the
+/// numbers vary, and so does the padding of their columns. Words that only
+/// contain digits (`x.toy:1`, `v2`) stay.
+fn numbers(line: &str) -> String {
+    let is_number = |word: &str| {
+        let word = word.strip_suffix(',').unwrap_or(word);
+        let word = word.strip_suffix('%').unwrap_or(word);
+        let word = word.trim_start_matches(['+', '-']);
+        let (whole, fraction) = word.split_once('.').unwrap_or((word, "0"));
+        [whole, fraction]
+            .iter()
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut out = String::new();
+    let mut blanks = String::new();
+    for piece in line.split_inclusive(' ') {
+        let word = piece.trim_end_matches(' ');
+        if word.is_empty() {
+            blanks.push(' ');
+            continue;
+        }
+        if is_number(word) {
+            out.push_str(" N");
+            if word.ends_with(',') {
+                out.push(',');
+            }
+        } else {
+            out.push_str(&blanks);
+            out.push_str(word);
+        }
+        blanks = " ".repeat(piece.len() - word.len());
     }
     out
 }
@@ -394,6 +439,28 @@ fn percentages_and_their_padding_are_normalised() {
 }
 
 #[test]
+fn counts_and_their_padding_are_normalised() {
+    assert_eq!(
+        numbers("toyvm profile difference: 2003 samples before, 412 after"),
+        "toyvm profile difference: N samples before, N after"
+    );
+    assert_eq!(
+        numbers("          45.3     0.0  -45.3            99.9   100.0   +0.1  outer (p.toy:28)"),
+        " N N N N N N  outer (p.toy:28)"
+    );
+    assert_eq!(
+        numbers("       278 66.03% 66.03%        278 66.03%  inner_hot"),
+        " N N N N N  inner_hot"
+    );
+    assert_eq!(numbers("1,"), " N,");
+    // Not a number: names and places with digits, versions.
+    assert_eq!(
+        numbers("phase0 (x.toy:10) v2 0.5.4"),
+        "phase0 (x.toy:10) v2 0.5.4"
+    );
+}
+
+#[test]
 fn the_book_shows_what_the_commands_print_today() {
     let root = common::repo_root();
     let committed = texts(&root.join("book/src/generated"));
@@ -488,6 +555,14 @@ fn a_block_compares_equal_to_itself_and_to_its_normalised_variants() {
     assert!(differences("vmprof-report.txt", &report, &wider).is_empty());
     let flatter = report.replace("      middle", "    middle");
     assert!(!differences("vmprof-report.txt", &report, &flatter).is_empty());
+    // A profile difference with other counts and shares, and wider columns.
+    let diff = committed("vmprof-diff.txt");
+    let other = diff
+        .replace(" samples before", "1 samples before")
+        .replace("    +", "   -1")
+        .replace(".0 ", ".5 ");
+    assert_ne!(other, diff);
+    assert!(differences("vmprof-diff.txt", &diff, &other).is_empty());
 }
 
 #[test]
@@ -517,6 +592,15 @@ fn a_stale_block_is_reported() {
         ("tour.txt", "334.75", "334.5"),
         // A frame of gdb's backtrace (not frame #0's line, which may vary).
         ("gdb-backtrace-with-gdb.txt", "Call<false>", "Call<true>"),
+        // A function of a profile difference, and its line.
+        ("vmprof-diff.txt", "middle (", "muddle ("),
+        (
+            "vmprof-diff.txt",
+            "profile_demo.toy:22",
+            "profile_demo.toy:23",
+        ),
+        // A function in go tool pprof's table.
+        ("vmprof-export-pprof.txt", "inner_hot", "inner"),
     ];
     for (name, from, to) in cases {
         let book = committed(name);
