@@ -491,9 +491,9 @@ if command -v perf >/dev/null && command -v readelf >/dev/null &&
     {
         say "${rec[@]}"
         cat "$WORK/quick.out"
-        echo "\$ perf report -i quick.data --children --sort sym -g none --stdio --percent-limit 10"
+        echo "\$ perf report -i quick.data --children --sort sym -g none --stdio --percent-limit 3"
         echo "  (toy: and interpreter lines, sorted by name)"
-        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 10 2>/dev/null |
+        perf report -i "$WORK/quick.data" --children --sort sym -g none --stdio --percent-limit 3 2>/dev/null |
             grep -E '\[\.\] (toy:|vm::interp::interp_entry$|vm::driver::run$|main$)' | rstrip | sort -k3
     } >"$OUT/quick-perf-report.txt"
     note_pids "$WORK/quick.data"

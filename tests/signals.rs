@@ -132,10 +132,15 @@ fn a_signal_ignored_at_start_stays_ignored() {
     for tier in [&["--no-jit"][..], &["--jit-threshold", "0"]] {
         let out_path = dir.join("out-ignored.txt");
         let out = std::fs::File::create(&out_path).expect("stdout file");
+        // The profile only tells when the loop runs (see below).
+        let prof = dir.join("p-ignored.prof");
+        let _ = std::fs::remove_file(&prof);
         let mut command = Command::new(env!("CARGO_BIN_EXE_toyvm"));
         command
             .arg("run")
             .args(tier)
+            .arg("--vmprof")
+            .arg(&prof)
             .arg(&script)
             .stdin(Stdio::null())
             .stdout(out)
@@ -149,7 +154,17 @@ fn a_signal_ignored_at_start_stays_ignored() {
             });
         }
         let mut child = command.spawn().expect("spawn toyvm");
-        std::thread::sleep(Duration::from_millis(500));
+        // Wait until the loop runs (the writer has flushed samples), so the
+        // five prints happened and toyvm took its signals, however slowly
+        // a loaded machine started it.
+        let start = Instant::now();
+        while std::fs::metadata(&prof).map_or(0, |m| m.len()) < 2048 {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{tier:?}: no samples"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         for signal in [libc::SIGHUP, libc::SIGINT] {
             // SAFETY: kill only sends a signal to our child.
             assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
