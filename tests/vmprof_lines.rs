@@ -218,7 +218,9 @@ fn inlined_calls_show_their_call_site() {
         "{on_call} of {} samples on the call's line: {lines:?}",
         lines.len()
     );
-    assert!(lines.iter().all(|&l| l == 14 || l == 15), "{lines:?}");
+    // The loop's lines, and the `print` after it (line 17), where the
+    // last sample of a run may land (a CI run had three there).
+    assert!(lines.iter().all(|&l| matches!(l, 14 | 15 | 17)), "{lines:?}");
     let _ = std::fs::remove_file(&path);
 }
 
