@@ -22,6 +22,20 @@ while j < 4000000000 {
 print(s);
 ";
 
+/// Waits until the `--vmprof` writer has flushed samples into `prof`: the
+/// script's loop runs, so its five prints (before it) happened and toyvm
+/// took its signals, however slowly a loaded machine started it.
+fn wait_for_the_loop(prof: &std::path::Path, what: &str) {
+    let start = Instant::now();
+    while std::fs::metadata(prof).map_or(0, |m| m.len()) < 2048 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what}: no samples"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn temp_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("signals");
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -55,16 +69,7 @@ fn a_stop_signal_keeps_printed_output_and_completes_the_profile() {
                 .stderr(Stdio::piped())
                 .spawn()
                 .expect("spawn toyvm");
-            // Wait until the writer has flushed samples: the loop runs, so
-            // the five prints (before it) happened.
-            let start = Instant::now();
-            while std::fs::metadata(&prof).map_or(0, |m| m.len()) < 2048 {
-                assert!(
-                    start.elapsed() < Duration::from_secs(60),
-                    "{what}: no samples"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_for_the_loop(&prof, &what);
             // SAFETY: kill only sends a signal to our child.
             assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
             let output = child.wait_with_output().expect("wait");
@@ -154,17 +159,7 @@ fn a_signal_ignored_at_start_stays_ignored() {
             });
         }
         let mut child = command.spawn().expect("spawn toyvm");
-        // Wait until the loop runs (the writer has flushed samples), so the
-        // five prints happened and toyvm took its signals, however slowly
-        // a loaded machine started it.
-        let start = Instant::now();
-        while std::fs::metadata(&prof).map_or(0, |m| m.len()) < 2048 {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "{tier:?}: no samples"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_for_the_loop(&prof, &format!("{tier:?}"));
         for signal in [libc::SIGHUP, libc::SIGINT] {
             // SAFETY: kill only sends a signal to our child.
             assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);

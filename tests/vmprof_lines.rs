@@ -220,7 +220,10 @@ fn inlined_calls_show_their_call_site() {
     );
     // The loop's lines, and the `print` after it (line 17), where the
     // last sample of a run may land (a CI run had three there).
-    assert!(lines.iter().all(|&l| matches!(l, 14 | 15 | 17)), "{lines:?}");
+    assert!(
+        lines.iter().all(|&l| matches!(l, 14 | 15 | 17)),
+        "{lines:?}"
+    );
     let _ = std::fs::remove_file(&path);
 }
 
