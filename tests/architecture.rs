@@ -1,8 +1,9 @@
 //! The crates' components and the one-way edges between them.
 //!
-//! `vm` and `jit` are each a stack of named components, one folder (or
-//! file) of `src/` each, listed top to bottom in [`VM`] and [`JIT`] (the
-//! crates' top docs and the book's "Layers" page draw the same stacks). A
+//! `vm`, `jit` and `perfsupport` are each a stack of named components, one
+//! folder (or file) of `src/` each, listed top to bottom in [`VM`], [`JIT`]
+//! and [`PERFSUPPORT`] (the crates' top docs and the book's "Layers" page
+//! draw the same stacks). A
 //! component may use the components below it and never one above it, so
 //! the `use` graph between components has no loop; loops inside one
 //! component's folder are its own business. The JIT sees the VM only
@@ -41,6 +42,24 @@ const JIT: &[&str] = &[
     "codegen",   // code memory and publishing
     "abi",       // signatures, helpers, shims, frames
     "options",   // JitOptions and switches
+];
+
+/// `perfsupport`'s components, top to bottom: the profilers, then what
+/// they share. Siblings with no edge between them (the three sinks) may
+/// stand in any order.
+const PERFSUPPORT: &[&str] = &[
+    "vmprof",     // sampling the VM's own stack (no sink)
+    "gdb_jit",    // the GDB JIT interface sink
+    "jitdump",    // the jitdump sink and its reader
+    "perf_map",   // the perf map sink
+    "sink",       // ProfilerSink and Profilers
+    "validation", // the checks every sink relies on
+    "unwind",     // describing frames; .eh_frame and perf's unwind layout
+    "eh_frame",   // the CIE/FDE writer both layouts share
+    "region",     // CodeRegion, the vocabulary
+    "safe_file",  // creating output files safely
+    "os",         // clocks, thread ids, mappings
+    "threads",    // the thread registry
 ];
 // ANCHOR_END: stacks
 
@@ -170,7 +189,7 @@ fn against_the_stack(crate_dir: &str, edges: &Edges, layers: &[&str]) -> Vec<Str
 
 #[test]
 fn every_source_file_belongs_to_a_named_component() {
-    for (crate_dir, layers) in [("vm", VM), ("jit", JIT)] {
+    for (crate_dir, layers) in [("vm", VM), ("jit", JIT), ("perfsupport", PERFSUPPORT)] {
         let src = common::repo_root().join(crate_dir).join("src");
         for rel in sources(&src) {
             if let Some(c) = component(&rel) {
@@ -202,6 +221,21 @@ fn jit_components_use_only_components_below_them() {
         "edges against the stack:\n{}",
         bad.join("\n")
     );
+}
+
+#[test]
+fn perfsupport_components_use_only_components_below_them() {
+    // Its last circle was jitdump -> sink -> validation -> jitdump (the
+    // unwind payload's size); the payload's layout lives in `unwind` now.
+    let bad = upward_edges("perfsupport", PERFSUPPORT);
+    assert!(
+        bad.is_empty(),
+        "edges against the stack:\n{}",
+        bad.join("\n")
+    );
+    // The check sees the edges that are there.
+    let (edges, _) = graph("perfsupport");
+    assert!(edges.contains_key(&("jitdump".to_string(), "sink".to_string())));
 }
 
 #[test]

@@ -5,6 +5,10 @@
 //! NULL where a pointer may be NULL. Within each call's documented contract
 //! (a pointer is NULL or points to what its count says, a string is
 //! NUL-terminated): what cannot be checked is not fuzzed, everything else is.
+//! Ranges are checked too: code whose `code + size` runs past the end of
+//! the address space (which no valid pointer can) and dead-code ranges of
+//! any numbers (0 bytes, `start + size` overflowing) must be
+//! `PERFSUPPORT_EINVAL`, never a read or a silent success.
 //!
 //! Every call returns 0 or one of the documented codes and leaves a
 //! message; `PERFSUPPORT_EPANIC` (a panic caught at the boundary) is a bug
@@ -81,9 +85,21 @@ struct Line {
 struct Region {
     start: u16,
     size: u16,
+    /// `Some(n)`: the code pointer is `n` bytes before the end of the
+    /// address space and the size runs past it (refused before any read).
+    wraps: Option<u16>,
     name: Text,
     unwind: Option<Unwind>,
     lines: Vec<Line>,
+}
+
+/// A range given to `perfsupport_retire`, which never reads the memory.
+#[derive(Arbitrary, Debug)]
+enum DeadRange {
+    /// Inside the fuzzer's code.
+    InCode(u16, u16),
+    /// Any numbers: 0 bytes, or `start + size` past the address space.
+    Raw(usize, usize),
 }
 
 /// Where a jitdump or a profile may go: never outside the scratch
@@ -100,7 +116,7 @@ enum Place {
 enum Call {
     Open { outputs: u32, dir: Place, keep: bool },
     Register { handle: u8, regions: Vec<Region>, report: bool },
-    Retire { handle: u8, ranges: Vec<(u16, u16)>, null: bool },
+    Retire { handle: u8, ranges: Vec<DeadRange>, null: bool },
     AfterForkChild { handle: u8 },
     Finish { handle: u8 },
     ReservedSize { code_size: usize, unwind: Option<Unwind>, null_out: bool },
@@ -158,6 +174,20 @@ fn check(rc: c_int, call: &Call) {
         // that stays valid until this thread's next call.
         unsafe { CStr::from_ptr(capi::error::perfsupport_last_error()) }
     );
+}
+
+/// True if `call` names a range no output may take: code running past
+/// the end of the address space, or a dead range of 0 bytes or whose
+/// `start + size` overflows.
+fn refused_for_its_ranges(call: &Call) -> bool {
+    match call {
+        Call::Register { regions, .. } => regions.iter().any(|r| r.wraps.is_some()),
+        Call::Retire { ranges, .. } => ranges.iter().any(|r| match *r {
+            DeadRange::Raw(start, size) => size == 0 || start.checked_add(size).is_none(),
+            DeadRange::InCode(..) => false,
+        }),
+        _ => false,
+    }
 }
 
 /// The C form of `unwind`, with the arrays it points to kept alive.
@@ -252,7 +282,14 @@ fuzz_target!(
                         regions.iter().map(|r| r.unwind.as_ref().map(c_unwind)).collect();
                     let c_regions: Vec<perfsupport_region> = (0..regions.len())
                         .map(|i| {
-                            let (code, size) = code_at(regions[i].start, usize::from(regions[i].size));
+                            let size = usize::from(regions[i].size);
+                            let (code, size) = match regions[i].wraps {
+                                None => code_at(regions[i].start, size),
+                                Some(n) => {
+                                    let n = usize::from(n);
+                                    ((usize::MAX - n) as *const u8, n + 1 + size)
+                                }
+                            };
                             perfsupport_region {
                                 code: code.cast(),
                                 size,
@@ -287,9 +324,12 @@ fuzz_target!(
                 }
                 Call::Retire { handle: h, ranges, null } => {
                     let ranges: Vec<perfsupport_code_range> = (ranges.iter())
-                        .map(|&(start, size)| {
-                            let (code, size) = code_at(start, usize::from(size));
-                            perfsupport_code_range { start: code as usize, size }
+                        .map(|range| match *range {
+                            DeadRange::InCode(start, size) => {
+                                let (code, size) = code_at(start, usize::from(size));
+                                perfsupport_code_range { start: code as usize, size }
+                            }
+                            DeadRange::Raw(start, size) => perfsupport_code_range { start, size },
                         })
                         .collect();
                     let at = if *null { std::ptr::null() } else { ranges.as_ptr() };
@@ -353,6 +393,9 @@ fuzz_target!(
             }
         };
         check(rc, call);
+        if refused_for_its_ranges(call) {
+            assert_eq!(rc, PERFSUPPORT_EINVAL, "{call:?}");
+        }
     }
     // Each input starts from a clean state: no handle, no profile.
     for handle in handles {

@@ -309,8 +309,9 @@ int perfsupport_profilers_open(uint32_t outputs,
 // which also says what became of their unwind info. Regions of one batch
 // must not share a code byte.
 //
-// Returns 0; `PERFSUPPORT_EINVAL` if a region is malformed or two regions
-// of the batch overlap (no output wrote anything of the batch; the
+// Returns 0; `PERFSUPPORT_EINVAL` if a region is malformed (among others:
+// `size` 0, or `code + size` past the end of the address space) or two
+// regions of the batch overlap (no output wrote anything of the batch; the
 // message names the region); `PERFSUPPORT_EIO` if an output failed to
 // write (it is switched off; the message names it).
 //
@@ -391,7 +392,9 @@ int perfsupport_register_ex(const struct perfsupport_profilers *profilers,
 //   code objects that died with `perfsupport_vmprof_retire_code`.
 //
 // Returns 0; `PERFSUPPORT_EINVAL` (NULL `profilers`, NULL `ranges` with a
-// count); `PERFSUPPORT_EIO` if an output failed (it is switched off).
+// count, a range of 0 bytes, or one whose `start + size` overflows: no
+// output forgets anything then); `PERFSUPPORT_EIO` if an output failed
+// (it is switched off).
 //
 // Threads: any thread, as `perfsupport_register`.
 //

@@ -22,7 +22,9 @@ pub(crate) unsafe fn utf8<'a>(ptr: *const c_char, what: &str) -> Result<&'a str,
 }
 
 /// The slice of `len` elements at `ptr` (an empty slice for `len == 0`,
-/// whatever `ptr` is).
+/// whatever `ptr` is). A `ptr + len` past the end of the address space is
+/// refused, as NULL is: every C API function that takes a pointer and a
+/// count reads it through here.
 ///
 /// # Safety
 /// For `len > 0`, `ptr` is NULL or points to `len` initialised elements
@@ -38,6 +40,18 @@ pub(crate) unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Resu
     }
     if !ptr.is_aligned() {
         return Err(Error::invalid(format!("{what} is misaligned")));
+    }
+    // No `len` elements fit between `ptr` and the end of the address space
+    // (or the slice would be over `isize::MAX` bytes): the caller's
+    // contract is broken for sure, and building the slice would be
+    // undefined behaviour. Refused before anything is read.
+    let fits = (len.checked_mul(size_of::<T>()))
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .and_then(|bytes| (ptr as usize).checked_add(bytes));
+    if fits.is_none() {
+        return Err(Error::invalid(format!(
+            "{what} at {ptr:p} with count {len} ends past the end of the address space"
+        )));
     }
     // SAFETY: non-null, aligned, and `len` valid elements by the contract.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })

@@ -269,8 +269,9 @@ fn failures_to_error(failures: Vec<SinkFailure>) -> Result<(), Error> {
 /// which also says what became of their unwind info. Regions of one batch
 /// must not share a code byte.
 ///
-/// Returns 0; `PERFSUPPORT_EINVAL` if a region is malformed or two regions
-/// of the batch overlap (no output wrote anything of the batch; the
+/// Returns 0; `PERFSUPPORT_EINVAL` if a region is malformed (among others:
+/// `size` 0, or `code + size` past the end of the address space) or two
+/// regions of the batch overlap (no output wrote anything of the batch; the
 /// message names the region); `PERFSUPPORT_EIO` if an output failed to
 /// write (it is switched off; the message names it).
 ///
@@ -411,7 +412,9 @@ pub struct perfsupport_code_range {
 ///   code objects that died with `perfsupport_vmprof_retire_code`.
 ///
 /// Returns 0; `PERFSUPPORT_EINVAL` (NULL `profilers`, NULL `ranges` with a
-/// count); `PERFSUPPORT_EIO` if an output failed (it is switched off).
+/// count, a range of 0 bytes, or one whose `start + size` overflows: no
+/// output forgets anything then); `PERFSUPPORT_EIO` if an output failed
+/// (it is switched off).
 ///
 /// Threads: any thread, as `perfsupport_register`.
 ///
@@ -431,6 +434,9 @@ pub unsafe extern "C" fn perfsupport_retire(
         // SAFETY: the caller's contract.
         let ranges = unsafe { cstr::slice(ranges, count, "ranges") }?;
         let ranges: Vec<(usize, usize)> = ranges.iter().map(|r| (r.start, r.size)).collect();
+        // Checked here too, not only by the outputs: a set whose outputs
+        // all failed must still refuse a bad range.
+        ps::validate_ranges(&ranges).map_err(|err| Error::invalid(err.to_string()))?;
         failures_to_error(profilers.profilers.retire(&ranges))
     })
 }

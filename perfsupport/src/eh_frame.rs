@@ -1,5 +1,5 @@
 //! The `.eh_frame` writer both unwind layouts share: perf's injected ELF
-//! ([`crate::jitdump::unwinding_info`]) and the system unwinder's
+//! ([`crate::unwind::perf_layout`]) and the system unwinder's
 //! `__register_frame` section ([`crate::unwind::eh_frame_for_register_frame`]).
 //!
 //! [`write_cie_fde`] clones the CIE with the layout's pointer encoding,

@@ -67,7 +67,7 @@
 //! | [`region`] | [`CodeRegion`], [`UnwindInfo`], [`LineEntry`]: what a VM hands every sink |
 //! | [`sink`] | [`ProfilerSink`], [`Profilers`], and the life cycle of the sinks |
 //! | [`perf_map`] | [`PerfMap`] |
-//! | [`jitdump`] | [`JitDump`]; its byte format ([`jitdump::format`]), build-id markers ([`jitdump::build_id`]) and perf's unwind payload ([`jitdump::unwinding_info`]) |
+//! | [`jitdump`] | [`JitDump`]; its byte format ([`jitdump::format`]), build-id markers ([`jitdump::build_id`]) and perf's unwind payload (in [`unwind::perf_layout`]) |
 //! | [`gdb_jit`] | [`GdbJit`] |
 //! | [`unwind`] | how a VM describes its frames ([`CallFrameInfo`], [`unwind::x86_64`]), the room to leave after each region, the `__register_frame` section |
 //! | [`vmprof`] | the vmprof API |
@@ -104,3 +104,4 @@ pub use region::{CodeRegion, LineEntry, UnwindInfo};
 pub use safe_file::create_output_file;
 pub use sink::{ProfilerSink, Profilers, SinkFailure, UnwindFallbacks};
 pub use unwind::CallFrameInfo;
+pub use validation::validate_ranges;

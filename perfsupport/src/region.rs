@@ -28,7 +28,7 @@ use std::io;
 ///
 /// The layout builders re-base the FDE for each layout (perf's
 /// position-independent injected ELF in
-/// [`jitdump::unwinding_info`](crate::jitdump::unwinding_info), or absolute
+/// [`unwind::perf_layout`](crate::unwind::perf_layout), or absolute
 /// addresses for `__register_frame` in
 /// [`unwind::eh_frame_for_register_frame`](crate::unwind::eh_frame_for_register_frame)),
 /// so one `UnwindInfo` serves every sink.

@@ -63,7 +63,7 @@
 //! ```
 
 use crate::region::CodeRegion;
-use crate::validation::validate_batch;
+use crate::validation::{validate_batch, validate_ranges};
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -299,13 +299,7 @@ impl Profilers {
         fallbacks: &mut UnwindFallbacks,
     ) -> Vec<SinkFailure> {
         if let Err(error) = validate_batch(regions) {
-            return (self.enabled())
-                .map(|active| SinkFailure {
-                    sink: active.sink.name().to_string(),
-                    error: io::Error::new(error.kind(), error.to_string()),
-                    disabled: false,
-                })
-                .collect();
+            return self.refused_by_every_sink(&error);
         }
         self.for_each_enabled(|sink| sink.register_reporting(regions, fallbacks))
     }
@@ -327,11 +321,32 @@ impl Profilers {
     /// Calls [`ProfilerSink::retire`] on every enabled sink (dead code, before
     /// its memory is reused) and returns the failures.
     #[must_use = "print the failures: a failed sink stops writing"]
+    ///
+    /// The ranges are checked once first ([`validate_ranges`]: each has at
+    /// least one byte and `start + size` does not overflow): a bad range is
+    /// refused by every enabled sink alike (not disabled), and no sink
+    /// forgets anything.
     pub fn retire(&self, ranges: &[(usize, usize)]) -> Vec<SinkFailure> {
         if ranges.is_empty() {
             return Vec::new();
         }
+        if let Err(error) = validate_ranges(ranges) {
+            return self.refused_by_every_sink(&error);
+        }
         self.for_each_enabled(|sink| sink.retire(ranges))
+    }
+
+    /// One failure per enabled sink for input that every sink refuses
+    /// alike, none of them disabled (bad input is the caller's, not the
+    /// sink's).
+    fn refused_by_every_sink(&self, error: &io::Error) -> Vec<SinkFailure> {
+        (self.enabled())
+            .map(|active| SinkFailure {
+                sink: active.sink.name().to_string(),
+                error: io::Error::new(error.kind(), error.to_string()),
+                disabled: false,
+            })
+            .collect()
     }
 
     fn enabled(&self) -> impl Iterator<Item = &ActiveSink> {

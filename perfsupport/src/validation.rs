@@ -1,12 +1,12 @@
 //! [`CodeRegion::validate`]: the checks every sink relies on, so a bad region
 //! is rejected by all sinks alike before anything is written.
 //!
-//! It sits above both `region` (the checks on names, code and lines) and
-//! `jitdump` (the unwind check builds the jitdump's unwind payload, the
-//! strictest layout): `jitdump` itself depends on `region`.
+//! It sits above `region` (the checks on names, code and lines) and
+//! `unwind` (the unwind check builds perf's unwind payload, the strictest
+//! layout, `unwind::perf_layout`), and below the sinks, which call it.
 
-use crate::jitdump::perf_unwind_data_size;
 use crate::region::CodeRegion;
+use crate::unwind::perf_layout::perf_unwind_data_size;
 use std::io;
 
 impl CodeRegion<'_> {
@@ -61,6 +61,37 @@ pub(crate) fn check_disjoint(regions: &[CodeRegion<'_>]) -> io::Result<()> {
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Checks the ranges of dead code handed to `retire` (start address, size
+/// in bytes): each names at least one byte and ends inside the address
+/// space. A range of 0 bytes names no code, and one whose `start + size`
+/// wraps around would make every sink's "is this region inside it?" test
+/// wrong (the GDB sink once retired nothing for `{start, usize::MAX}` and
+/// answered success).
+///
+/// [`Profilers::retire`](crate::Profilers::retire) calls it once before any
+/// sink is told; each sink calls it again when used on its own, and a VM
+/// (or an API over this crate) may call it to refuse bad ranges itself.
+///
+/// # Errors
+///
+/// `InvalidInput`, naming the range.
+pub fn validate_ranges(ranges: &[(usize, usize)]) -> io::Result<()> {
+    for (index, &(start, size)) in ranges.iter().enumerate() {
+        let problem = if size == 0 {
+            "has 0 bytes (a dead region has at least one)"
+        } else if start.checked_add(size).is_none() {
+            "ends past the end of the address space (start + size overflows)"
+        } else {
+            continue;
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("dead code range {index} ({start:#x}, {size} bytes) {problem}"),
+        ));
     }
     Ok(())
 }

@@ -278,6 +278,41 @@ fn a_malformed_region_is_rejected_by_every_sink_alike() {
 }
 
 #[test]
+fn a_bad_dead_code_range_is_refused_by_every_sink_alike() {
+    let dir = scratch_dir("retire-ranges");
+    let mut profilers = both_sinks(dir.path());
+    let gdb = Arc::new(perfsupport::GdbJit::new());
+    profilers.add(Box::new(Arc::clone(&gdb)));
+    assert!(profilers.register(&[region()]).is_empty());
+    let start = CODE.as_ptr() as usize;
+    for (bad, message) in [
+        ((start, usize::MAX), "start + size overflows"),
+        ((start, 0), "has 0 bytes"),
+    ] {
+        let failures = profilers.retire(&[(start, CODE.len()), bad]);
+        let sinks: Vec<&str> = failures.iter().map(|f| f.sink.as_str()).collect();
+        assert_eq!(
+            sinks,
+            ["perf map", "jitdump", "gdb JIT interface"],
+            "every sink refuses it"
+        );
+        for failure in &failures {
+            assert!(!failure.disabled, "bad input does not switch a sink off");
+            assert_eq!(failure.error.kind(), ErrorKind::InvalidInput);
+            assert!(failure.to_string().contains(message), "{failure}");
+        }
+        // The GDB sink alone (the sink the wrapping sum once fooled): it
+        // refuses too, and forgets nothing of the good range beside it.
+        let alone = gdb.retire(&[bad]).unwrap_err();
+        assert_eq!(alone.kind(), ErrorKind::InvalidInput);
+        assert_eq!(gdb.published_objects(), 1, "the live region is still named");
+    }
+    assert!(profilers.retire(&[(start, CODE.len())]).is_empty());
+    assert_eq!(gdb.published_objects(), 0, "a good range retires it");
+    assert!(profilers.finish().is_empty());
+}
+
+#[test]
 fn errors_name_the_sink_once() {
     let dir = scratch_dir("fail-once");
     let profilers = both_sinks(dir.path());

@@ -6,9 +6,13 @@
  *   - the smallest regions perfsupport_reserved_region_size takes;
  *   - a region's name, unwind description and lines are copied during the
  *     call (the caller may reuse them at once);
- *   - two regions of one batch may not overlap. */
+ *   - two regions of one batch may not overlap;
+ *   - every range the API takes is checked: a size of 0 where a region
+ *     needs bytes, or a start + size past the end of the address space, is
+ *     PERFSUPPORT_EINVAL in every output, register and retire alike. */
 #include <perfsupport.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +104,36 @@ int main(void) {
           "1 byte without unwind info");
     check(perfsupport_reserved_region_size(0, NULL, &reserved) == PERFSUPPORT_EINVAL,
           "0 bytes is EINVAL");
+
+    /* Ranges: checked before any output reads or forgets anything. */
+    perfsupport_profilers *all = NULL;
+    check(perfsupport_profilers_open(PERFSUPPORT_OUTPUT_GDB, NULL, &all) == PERFSUPPORT_OK,
+          "open the GDB output");
+    perfsupport_region live = {.code = code, .size = sizeof code, .name = "contract::live"};
+    check(perfsupport_register(first, &live, 1) == PERFSUPPORT_OK &&
+              perfsupport_register(all, &live, 1) == PERFSUPPORT_OK,
+          "register a region in the jitdump and the GDB output");
+    perfsupport_profilers *sets[2] = {first, all};
+    for (int i = 0; i < 2; i++) {
+        perfsupport_code_range wraps = {.start = (uintptr_t)code, .size = SIZE_MAX};
+        check(perfsupport_retire(sets[i], &wraps, 1) == PERFSUPPORT_EINVAL,
+              "retire {start, SIZE_MAX} is EINVAL (start + size overflows)");
+        check(strstr(perfsupport_last_error(), "overflows") != NULL, "the message says so");
+        perfsupport_code_range empty = {.start = (uintptr_t)code, .size = 0};
+        check(perfsupport_retire(sets[i], &empty, 1) == PERFSUPPORT_EINVAL,
+              "retire of 0 bytes is EINVAL");
+        perfsupport_region high = {.code = (const void *)(UINTPTR_MAX - 3), .size = 16,
+                                   .name = "contract::high"};
+        check(perfsupport_register(sets[i], &high, 1) == PERFSUPPORT_EINVAL,
+              "register code + size past the address space is EINVAL");
+        perfsupport_region none = {.code = code, .size = 0, .name = "contract::none"};
+        check(perfsupport_register(sets[i], &none, 1) == PERFSUPPORT_EINVAL,
+              "register 0 bytes of code is EINVAL");
+        perfsupport_code_range dead = {.start = (uintptr_t)code, .size = sizeof code};
+        check(perfsupport_retire(sets[i], &dead, 1) == PERFSUPPORT_OK,
+              "the output still works: retire the region");
+    }
+    check(perfsupport_profilers_finish(all) == PERFSUPPORT_OK, "finish the GDB output");
 
     check(perfsupport_profilers_finish(first) == PERFSUPPORT_OK, "finish the jitdump");
     snprintf(path, sizeof path, "%s/jit-%d.dump", env && *env ? env : "/tmp", (int)getpid());

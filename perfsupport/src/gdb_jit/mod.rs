@@ -34,7 +34,7 @@ mod record;
 
 use crate::region::CodeRegion;
 use crate::sink::ProfilerSink;
-use crate::validation::validate_batch;
+use crate::validation::{validate_batch, validate_ranges};
 use descriptor::Published;
 use parking_lot::Mutex;
 use record::{RegionRecord, RegionView};
@@ -218,10 +218,11 @@ impl ProfilerSink for GdbJit {
     /// (published before the old object goes, so the other symbols never
     /// go missing), and unpublishes an object left with no region.
     fn retire(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        validate_ranges(ranges)?;
+        // Checked above: `start + size` does not overflow.
         let dead = |r: &RegionRecord| {
-            (ranges.iter()).any(|&(start, size)| {
-                r.start >= start as u64 && r.start < start as u64 + size.max(1) as u64
-            })
+            (ranges.iter())
+                .any(|&(start, size)| r.start >= start as u64 && r.start < (start + size) as u64)
         };
         let mut guard = self.published.lock();
         let Some(registry) = guard.as_mut() else {

@@ -34,7 +34,7 @@ use std::hash::{DefaultHasher, Hasher};
 
 /// Bytes appended to the dumped copy of a region whose bytes were already
 /// dumped.
-pub const MARKER_LEN: usize = 8;
+pub use crate::unwind::perf_layout::MARKER_LEN;
 
 // ANCHOR: marker_bytes
 /// The marker bytes for `value`: on x86-64 the 8-byte no-op

@@ -15,8 +15,8 @@
 //! table), UNWINDING_INFO, then CODE_LOAD: perf attaches the pending
 //! DEBUG_INFO and UNWINDING_INFO records to the **next** CODE_LOAD.
 
-use super::unwinding_info::{EH_FRAME_HDR_SIZE, PerfUnwindData};
 use crate::region::CodeRegion;
+use crate::unwind::perf_layout::{EH_FRAME_HDR_SIZE, PerfUnwindData};
 
 /// File header size, and the value of its `total_size` field.
 ///
@@ -102,7 +102,7 @@ pub enum RecordId {
     /// [`finish`](crate::ProfilerSink::finish). perf treats end of file the same.
     Close = 3,
     /// `JIT_CODE_UNWINDING_INFO`: `.eh_frame` + `.eh_frame_hdr` of the next
-    /// CODE_LOAD (see [`unwinding_info`](super::unwinding_info) for their
+    /// CODE_LOAD (see [`unwind::perf_layout`](crate::unwind::perf_layout) for their
     /// layout).
     ///
     /// | off | type | field | notes |

@@ -8,7 +8,8 @@
 //!    logs that executable mapping, which is how `perf inject` finds the dump.
 //! 2. For each region the process appends DEBUG_INFO, UNWINDING_INFO and
 //!    CODE_LOAD records ([`format`](mod@format) has the byte layouts,
-//!    [`unwinding_info`] the unwind payload's), timestamped with
+//!    [`unwind::perf_layout`](crate::unwind::perf_layout) the unwind
+//!    payload's), timestamped with
 //!    CLOCK_MONOTONIC.
 //! 3. `perf inject --jit -i perf.data -o perf.jit.data` writes
 //!    `<dir>/jitted-<pid>-<code_index>.so` per CODE_LOAD and injects an mmap
@@ -47,10 +48,12 @@ pub mod build_id;
 pub mod format;
 mod packed;
 pub mod reader;
-pub mod unwinding_info;
+/// perf's unwinding payload, which lives with the unwind info it lays out
+/// (kept here under its old name).
+pub use crate::unwind::perf_layout as unwinding_info;
 
+pub use crate::unwind::perf_layout::{EH_FRAME_HDR_SIZE, PerfUnwindData, perf_unwind_data_size};
 pub use build_id::MARKER_LEN;
-pub use unwinding_info::{EH_FRAME_HDR_SIZE, PerfUnwindData, perf_unwind_data_size};
 
 use crate::eh_frame::align_up;
 use crate::os::{MarkerMapping, current_tid, monotonic_ns};
@@ -59,7 +62,7 @@ use crate::safe_file::{
     PROFILER_FILE_MODE, PathClaim, WriteMode, create_replacing_stale, with_context,
 };
 use crate::sink::{ProfilerSink, UnwindFallbacks};
-use crate::validation::check_disjoint;
+use crate::validation::{check_disjoint, validate_ranges};
 use build_id::DumpedCode;
 use format::CodeLoad;
 use packed::{LiveCode, Written};
@@ -355,6 +358,7 @@ impl ProfilerSink for JitDump {
     /// format has no unload record, and a new `JIT_CODE_LOAD` at the same
     /// addresses wins by time.
     fn retire(&self, ranges: &[(usize, usize)]) -> io::Result<()> {
+        validate_ranges(ranges)?;
         self.state.lock().live.retire(ranges);
         Ok(())
     }
@@ -419,7 +423,7 @@ impl BatchWriter<'_, '_> {
             let taken = (self.batch_starts.get(next_in_batch)).is_some_and(|&next| next < room)
                 || self.state.live.first_start_within(end, room).is_some();
             if taken {
-                unwind = unwinding_info::header_only();
+                unwind = crate::unwind::perf_layout::header_only();
                 self.fallbacks.header_only += 1;
             } else {
                 extent = with_fde;
@@ -517,7 +521,7 @@ impl BatchWriter<'_, '_> {
         if self.dump.unwinding_records {
             format::put_unwinding_info(
                 &mut self.state.buffer,
-                &unwinding_info::header_only(),
+                &crate::unwind::perf_layout::header_only(),
                 timestamp,
             );
         }

@@ -1,7 +1,7 @@
 //! Unwind information for JIT code: how a VM describes its stack frames,
 //! how much room to leave after each region, and the `.eh_frame` section
 //! the system unwinder reads. perf's own layout of the same description is
-//! the jitdump's business ([`jitdump::unwinding_info`](crate::jitdump::unwinding_info)).
+//! the jitdump's business ([`unwind::perf_layout`](crate::unwind::perf_layout)).
 //!
 //! # Describing frames
 //!
@@ -18,7 +18,7 @@
 //!   "from offset N: CFA = reg + off, reg saved at CFA − k" rows.
 //! * **No CFI**: leave the region without unwind info. The jitdump then
 //!   carries the header-only record
-//!   ([`jitdump::unwinding_info`](crate::jitdump::unwinding_info)), and
+//!   ([`unwind::perf_layout`](crate::unwind::perf_layout)), and
 //!   unwinders fall back to the frame-pointer chain, so such code must keep
 //!   a frame pointer.
 //!
@@ -46,12 +46,12 @@
 //!
 //! | layout | builder | FDE `pc_begin` encoding | `.eh_frame_hdr` |
 //! |---|---|---|---|
-//! | perf's injected ELF (`JIT_CODE_UNWINDING_INFO`) | [`PerfUnwindData::build`](crate::jitdump::PerfUnwindData::build) | `DW_EH_PE_pcrel \| sdata4` (0x1b), relative to perf's layout | yes, 20 bytes |
+//! | perf's injected ELF (`JIT_CODE_UNWINDING_INFO`) | [`PerfUnwindData::build`](crate::unwind::PerfUnwindData::build) | `DW_EH_PE_pcrel \| sdata4` (0x1b), relative to perf's layout | yes, 20 bytes |
 //! | the system unwinder (`__register_frame`) | [`eh_frame_for_register_frame`] | `DW_EH_PE_absptr` (0x00), absolute runtime address | no |
 //!
 //! Both write CIE + FDE through one private writer that re-bases the FDE's
 //! address for the layout and checks the FDE covers exactly the code.
-//! [`jitdump::unwinding_info`](crate::jitdump::unwinding_info) documents
+//! [`unwind::perf_layout`](crate::unwind::perf_layout) documents
 //! perf's layout byte by byte.
 //!
 //! # Room after each region
@@ -73,7 +73,10 @@
 pub mod x86_64;
 
 use crate::eh_frame::{FdeBase, LayoutWriter, align_up, write_cie_fde};
-use crate::jitdump::{MARKER_LEN, perf_unwind_data_size};
+pub mod perf_layout;
+
+pub use perf_layout::{EH_FRAME_HDR_SIZE, MARKER_LEN, PerfUnwindData, perf_unwind_data_size};
+
 use crate::region::{CodeRegion, UnwindInfo};
 use gimli::constants::DW_EH_PE_absptr;
 use gimli::write::{Address, CommonInformationEntry, FrameDescriptionEntry};
@@ -151,7 +154,7 @@ pub const REGION_START: Address = Address::Symbol {
 ///
 /// # Errors
 ///
-/// As [`PerfUnwindData::build`](crate::jitdump::PerfUnwindData::build).
+/// As [`PerfUnwindData::build`](crate::unwind::PerfUnwindData::build).
 pub fn reserved_region_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> io::Result<u64> {
     let unwind_size = perf_unwind_data_size(code_size, unwind)?;
     let unpadded = align_up(code_size + MARKER_LEN as u64, 8) + unwind_size;
@@ -170,7 +173,7 @@ pub fn reserved_region_size(code_size: u64, unwind: Option<UnwindInfo<'_>>) -> i
 ///
 /// # Errors
 ///
-/// As [`PerfUnwindData::build`](crate::jitdump::PerfUnwindData::build).
+/// As [`PerfUnwindData::build`](crate::unwind::PerfUnwindData::build).
 pub fn eh_frame_for_register_frame(regions: &[CodeRegion<'_>]) -> io::Result<Vec<u8>> {
     eh_frame_absolute(
         regions

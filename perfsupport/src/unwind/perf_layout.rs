@@ -1,7 +1,10 @@
 //! The `JIT_CODE_UNWINDING_INFO` payload: a region's `.eh_frame` and
 //! `.eh_frame_hdr` laid out as `perf inject --jit` places them in the ELF
 //! object it writes for the region. A VM describes its frames with
-//! [`crate::unwind`]; this module turns that description into perf's bytes.
+//! [`crate::unwind`]; this module turns that description into perf's bytes
+//! (the jitdump writes them, [`crate::jitdump`]; every sink's validation
+//! checks that they can be built, [`crate::validation`]: both use this
+//! module, which uses neither).
 //!
 //! # The layout
 //!
@@ -60,6 +63,12 @@ use gimli::constants::{
     DW_EH_PE_datarel, DW_EH_PE_pcrel, DW_EH_PE_sdata4, DW_EH_PE_udata4, DwEhPe,
 };
 use std::io;
+
+/// Bytes of the build-id marker the jitdump may append to a region's code
+/// in the dump (see `jitdump::build_id`): perf places `.eh_frame` after the
+/// dumped bytes, so the room a region needs counts them
+/// ([`reserved_region_size`](crate::unwind::reserved_region_size)).
+pub const MARKER_LEN: usize = 8;
 
 /// Size of the `.eh_frame_hdr` this crate writes (one table entry, or the
 /// header-only form, which is padded to the same size because perf reads a
