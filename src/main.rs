@@ -97,9 +97,12 @@ struct RunArgs {
     gdb: bool,
 
     /// Most bytes of executable memory the JIT may hold at once (K, M or
-    /// G suffixes; default 256M): when new code would not fit, the coldest
-    /// compiled functions that are not running are evicted (they run
-    /// interpreted and may be compiled again).
+    /// G suffixes; default 256M, whole pages): when new code would not fit,
+    /// the coldest compiled functions that are not running are evicted (they
+    /// run interpreted and may be compiled again). The trampolines of
+    /// --perf, --perf-jitdump and --gdb are never evicted and count against
+    /// it (about 300 bytes a function); a limit they fill compiles nothing,
+    /// with one warning.
     #[arg(long, value_name = "SIZE", value_parser = jit::parse_size, conflicts_with = "no_jit")]
     jit_code_limit: Option<usize>,
 

@@ -21,13 +21,14 @@ use std::process::Command;
 const SECONDS: u32 = 30;
 
 /// Every target of `fuzz/Cargo.toml`.
-const TARGETS: [&str; 6] = [
+const TARGETS: [&str; 7] = [
     "front_end",
     "profile_reader",
     "differential",
     "bytecode",
     "capi_arguments",
     "jitdump_reader",
+    "code_limit",
 ];
 
 fn cargo_fuzz(args: &[&str]) -> std::process::Output {

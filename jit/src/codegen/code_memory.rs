@@ -1,5 +1,5 @@
-//! Executable memory for Cranelift, one chunk per batch, laid out for perf
-//! and freed chunk by chunk.
+//! Executable memory for compiled code, one chunk per batch, laid out for
+//! perf and freed chunk by chunk.
 //!
 //! Cranelift 0.135's `SystemMemoryProvider` maps a fresh region per
 //! allocation and its `ArenaMemoryProvider` packs functions back to back
@@ -19,18 +19,13 @@
 //!   own from the process-wide [`arena`], and a chunk whose code is all
 //!   dead goes back on its own ([`CodeChunks::free`]).
 //!
-//! The provider Cranelift holds ([`CodeMemory`]) and the pipeline share the
-//! chunk list ([`CodeChunks`]). `free_memory` (`JITModule::free_memory`,
-//! when the JIT is dropped) gives every chunk still held back.
-//! Non-executable allocations (Cranelift asks for them only for data
-//! objects, which this JIT does not define) are refused.
+//! The pipeline places each batch itself ([`CodeChunks::open`], then
+//! [`CodeChunks::allocate`] and [`CodeChunks::write`] per region, code
+//! already relocated for its address, then [`CodeChunks::finalize`]);
+//! [`CodeChunks::free_all`] gives every chunk still held back when the JIT
+//! is dropped. Nothing of it goes through cranelift-jit's memory provider.
 
 use std::io;
-use std::sync::Arc;
-
-use cranelift_jit::{BranchProtection, JITMemoryKind, JITMemoryProvider};
-use cranelift_module::{ModuleError, ModuleResult};
-use parking_lot::Mutex;
 
 use super::arena::{self, Chunk};
 
@@ -61,8 +56,8 @@ pub fn chunk_bytes(functions: impl IntoIterator<Item = (usize, usize)>) -> usize
 /// Identifies a chunk of one [`CodeChunks`].
 pub type ChunkId = u64;
 
-/// The chunks one JIT holds, shared by its [`CodeMemory`] (which places
-/// code in the open one) and the pipeline (which opens and frees them).
+/// The chunks one JIT holds: the open one, which the batch being placed
+/// fills, and those holding finalized code.
 #[derive(Default)]
 pub struct CodeChunks {
     /// Chunks holding finalized code, by id.
@@ -124,7 +119,12 @@ impl CodeChunks {
         }
     }
 
-    fn allocate(&mut self, size: usize, align: usize) -> io::Result<*mut u8> {
+    /// The address of the next `size` bytes aligned to `align` (at least
+    /// 16) in the open chunk, followed by [`UNWIND_TAIL`] spare bytes.
+    ///
+    /// # Errors
+    /// The open chunk is missing or full (its batch was sized wrong).
+    pub fn allocate(&mut self, size: usize, align: usize) -> io::Result<usize> {
         let full = || io::Error::new(io::ErrorKind::OutOfMemory, "the batch's chunk is full");
         let (_, chunk, next) = self.open.as_mut().ok_or_else(full)?;
         let align = align.max(16);
@@ -134,10 +134,41 @@ impl CodeChunks {
             .filter(|&e| e <= chunk.len)
             .ok_or_else(full)?;
         *next = end;
-        Ok((chunk.start + at) as *mut u8)
+        Ok(chunk.start + at)
     }
 
-    fn finalize(&mut self) -> io::Result<()> {
+    /// Copies `bytes` to address `at`, which must lie with all of them in
+    /// the open chunk (still writable, not executable yet).
+    ///
+    /// # Errors
+    /// The range is not inside the open chunk.
+    pub fn write(&mut self, at: usize, bytes: &[u8]) -> io::Result<()> {
+        let inside = |(_, chunk, _): &(ChunkId, Chunk, usize)| {
+            at >= chunk.start
+                && at
+                    .checked_add(bytes.len())
+                    .is_some_and(|end| end <= chunk.start + chunk.len)
+        };
+        if !self.open.as_ref().is_some_and(inside) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} bytes at {at:#x} are not in the open chunk", bytes.len()),
+            ));
+        }
+        // SAFETY: the range is inside the open chunk, which is mapped
+        // read+write (`open`), ours alone and holds no code that can run
+        // (it becomes executable only in `finalize`); `bytes` is a separate
+        // allocation, so the two cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
+        Ok(())
+    }
+
+    // ANCHOR: finalize
+    /// Makes the open chunk's code executable (and no longer writable).
+    ///
+    /// # Errors
+    /// `mprotect`'s.
+    pub fn finalize(&mut self) -> io::Result<()> {
         let Some((id, chunk, _)) = self.open.take() else {
             return Ok(());
         };
@@ -146,11 +177,16 @@ impl CodeChunks {
         self.held.push((id, chunk));
         made
     }
+    // ANCHOR_END: finalize
 
-    fn free_all(&mut self) {
+    /// Gives every chunk back (the JIT is dropped).
+    ///
+    /// # Safety
+    /// No code of this JIT runs or is called again.
+    pub unsafe fn free_all(&mut self) {
         self.abandon();
         for (_, chunk) in self.held.drain(..) {
-            // SAFETY: `free_memory`'s contract: no code of this JIT runs again.
+            // SAFETY: the caller's contract: no code of this JIT runs again.
             unsafe { arena::give_back(chunk) };
         }
         self.bytes = 0;
@@ -164,39 +200,4 @@ fn protect(chunk: Chunk, prot: libc::c_int) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// The provider Cranelift's module allocates from: places code in the open
-/// chunk of the shared [`CodeChunks`].
-pub struct CodeMemory {
-    chunks: Arc<Mutex<CodeChunks>>,
-}
-
-impl CodeMemory {
-    /// A provider placing code in `chunks`.
-    pub fn new(chunks: Arc<Mutex<CodeChunks>>) -> CodeMemory {
-        CodeMemory { chunks }
-    }
-}
-
-impl JITMemoryProvider for CodeMemory {
-    fn allocate(&mut self, size: usize, align: u64, kind: JITMemoryKind) -> io::Result<*mut u8> {
-        match kind {
-            JITMemoryKind::Executable => self.chunks.lock().allocate(size, align as usize),
-            JITMemoryKind::Writable | JITMemoryKind::ReadOnly => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the JIT defines no data objects",
-            )),
-        }
-    }
-
-    unsafe fn free_memory(&mut self) {
-        self.chunks.lock().free_all();
-    }
-
-    // ANCHOR: finalize
-    fn finalize(&mut self, _branch_protection: BranchProtection) -> ModuleResult<()> {
-        (self.chunks.lock().finalize()).map_err(|e| ModuleError::Backend(e.into()))
-    }
-    // ANCHOR_END: finalize
 }

@@ -10,6 +10,7 @@
 //! * [`listing`]: a finished region's IR and bytes (`disasm --jit`).
 //! * [`arena`]: the process-wide reservation code chunks come from, and
 //!   the perf map's quarantine.
+//! * [`relocate`]: a region's code patched for the address it runs at.
 //! * [`code_memory`], [`system_unwind`], [`perf_env`]: the memory, the
 //!   `__register_frame` registrations, and cranelift-jit's own perf map.
 //!
@@ -23,5 +24,6 @@ pub mod listing;
 pub mod names;
 pub mod perf_env;
 pub mod pipeline;
+pub mod relocate;
 pub mod role;
 pub mod system_unwind;

@@ -11,7 +11,10 @@
 //! switch cranelift-jit reads (`JITModule::record_function_for_perf`), so
 //! the process must not have it: [`forget_perf_buildid_dir`] removes it at
 //! startup, and the JIT refuses to start while it is set
-//! (`CodeGen::new`).
+//! (`CodeGen::new`). Since the pipeline places code itself (`relocate`),
+//! cranelift-jit defines no function and so writes no line either way;
+//! the guard stays for an embedder whose own cranelift-jit module shares
+//! the process.
 
 /// The variable cranelift-jit checks before writing its perf map.
 pub const PERF_BUILDID_DIR: &str = "PERF_BUILDID_DIR";

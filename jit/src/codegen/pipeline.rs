@@ -1,8 +1,9 @@
 //! The batch pipeline: regions are defined one by one, then a whole batch
 //! is made final and published in one sequence ([`CodeGen::finish`]):
 //!
-//! 1. **finalize**: Cranelift relocates the batch and the code memory makes
-//!    it executable (`code_memory`);
+//! 1. **place**: each region gets its address in a chunk of its own
+//!    (`code_memory`), is relocated for it ([`relocate`]) and written
+//!    there once, and the chunk is made executable;
 //! 2. **locate**: each region's final address, and its line table from
 //!    bytecode positions ([`line_table`]);
 //! 3. **register unwind**: the batch's `.eh_frame` goes to the system
@@ -25,6 +26,12 @@
 //! ([`CodeGen::set_limit`]), nothing of it is placed and the caller hears
 //! [`FinishError::NoRoom`] (to evict code and try again).
 //!
+//! **Pinned code** (the interpreter-entry trampolines, which are never
+//! evicted: an evicted function's entry goes back to its trampoline) is
+//! placed whatever the limit ([`Placement::Pinned`]) and counts against it:
+//! the code that may be evicted gets what the pinned code leaves
+//! ([`CodeGen::room`]).
+//!
 //! **Code that dies** ([`CodeGen::release`]): once every region of a chunk
 //! is dead, the chunk's unwind info is withdrawn from the system unwinder,
 //! its vmprof line tables are retracted, the profiler sinks are told
@@ -41,7 +48,6 @@
 //! sinks (the GDB JIT objects) first.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
@@ -51,18 +57,16 @@ use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Module, ModuleReloc};
+use cranelift_module::{FuncId, Module, ModuleReloc, ModuleRelocTarget};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
-use parking_lot::Mutex;
 use perfsupport::vmprof::CodeLineRow;
 use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
-use std::mem::ManuallyDrop;
 use vm::abi::{EntryFn, OsrFn};
 use vm::bytecode::Module as Bytecode;
 
 use super::code_memory::{self, ChunkId, CodeChunks};
 use super::listing::Listing;
-use super::{line_table, perf_env, system_unwind};
+use super::{line_table, perf_env, relocate, system_unwind};
 use crate::abi::Imports;
 use crate::abi::layout::ArrayLayout;
 use crate::codegen::names::region_name;
@@ -71,14 +75,26 @@ use crate::codegen::role::Role;
 /// Cranelift, the code memory and the batch of regions defined but not
 /// final yet.
 pub struct CodeGen {
-    /// Taken (and its memory freed) only by `drop`.
-    module: ManuallyDrop<JITModule>,
-    /// The chunks of code memory `module` places code in.
-    chunks: Arc<Mutex<CodeChunks>>,
+    /// The declarations the IR names functions by (see [`relocate`]:
+    /// nothing is defined in it).
+    module: JITModule,
+    /// Each region's id, declared once per function and role and used
+    /// again when the function is compiled again.
+    declared: HashMap<(u32, Role), FuncId>,
+    /// Where the code of each live region (and of the batch being placed)
+    /// starts.
+    addresses: HashMap<FuncId, usize>,
+    /// The address of each import, by id.
+    imports_at: HashMap<FuncId, usize>,
+    /// The chunks of code memory the batches are placed in.
+    chunks: CodeChunks,
     /// The chunks with live code, and what describes them.
     live: HashMap<ChunkId, LiveChunk>,
     /// Most bytes of code memory held at once (`--jit-code-limit`).
     limit: usize,
+    /// Bytes of the chunks of pinned batches (never freed before the
+    /// `CodeGen` is dropped).
+    pinned: usize,
     ctx: Context,
     fctx: FunctionBuilderContext,
     isa: OwnedTargetIsa,
@@ -99,6 +115,9 @@ pub struct CodeGen {
 /// must be withdrawn before its memory is freed.
 struct LiveChunk {
     regions: usize,
+    /// Each region's id and start (taken out of `CodeGen::addresses` when
+    /// the chunk dies).
+    ids: Vec<(FuncId, usize)>,
     /// Start and size of each region (for the sinks' `retire`).
     ranges: Vec<(usize, usize)>,
     /// Its `.eh_frame`, registered with the system unwinder.
@@ -120,6 +139,16 @@ impl LiveChunk {
     }
 }
 
+/// Where a batch may go ([`CodeGen::finish`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Code that may be evicted: placed only under the code limit.
+    UnderLimit,
+    /// Code that is never freed while the JIT lives (the trampolines):
+    /// placed whatever the limit, and counted against it from then on.
+    Pinned,
+}
+
 /// Why a batch was not finished.
 #[derive(Debug)]
 pub enum FinishError {
@@ -132,6 +161,9 @@ pub enum FinishError {
         held: usize,
         /// The limit.
         limit: usize,
+        /// The most a batch can ever get: the limit less the pinned code
+        /// ([`CodeGen::room`]). A batch that needs more never fits.
+        room: usize,
     },
     /// Cranelift or the code memory failed (nothing of the batch is
     /// published).
@@ -145,6 +177,7 @@ impl std::fmt::Display for FinishError {
                 needed,
                 held,
                 limit,
+                ..
             } => write!(
                 f,
                 "no room for {needed} bytes of code ({held} of the {limit}-byte code limit held)"
@@ -200,24 +233,22 @@ impl CodeGen {
         perf_env::check_no_cranelift_perf_map()?;
         let array = ArrayLayout::probe().ok_or("unsupported Vec layout")?;
         let isa = make_isa()?;
-        let mut builder =
-            JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
-        for import in Imports::table() {
-            builder.symbol(import.symbol, import.address);
-        }
-        let chunks = Arc::new(Mutex::new(CodeChunks::default()));
-        let memory = code_memory::CodeMemory::new(Arc::clone(&chunks));
-        builder.memory_provider(Box::new(memory));
+        let builder = JITBuilder::with_isa(isa.clone(), cranelift_module::default_libcall_names());
         let mut module = JITModule::new(builder);
         let imports = Imports::declare(&mut module, isa.default_call_conv())?;
+        let imports_at = imports_by_id(&module);
         Ok(CodeGen {
-            chunks,
+            declared: HashMap::new(),
+            addresses: HashMap::new(),
+            imports_at,
+            chunks: CodeChunks::default(),
             live: HashMap::new(),
             limit: usize::MAX,
+            pinned: 0,
             ctx: module.make_context(),
             fctx: FunctionBuilderContext::new(),
             cie: isa.create_systemv_cie(),
-            module: ManuallyDrop::new(module),
+            module,
             isa,
             imports,
             array,
@@ -246,7 +277,18 @@ impl CodeGen {
 
     /// Bytes of code memory held now.
     pub fn held(&self) -> usize {
-        self.chunks.lock().bytes()
+        self.chunks.bytes()
+    }
+
+    /// Bytes of pinned code held ([`Placement::Pinned`]).
+    pub fn pinned(&self) -> usize {
+        self.pinned
+    }
+
+    /// The most bytes the code that may be evicted can ever hold: the
+    /// limit less the pinned code.
+    pub fn room(&self) -> usize {
+        self.limit.saturating_sub(self.pinned)
     }
 
     /// The host calling convention.
@@ -254,17 +296,23 @@ impl CodeGen {
         self.isa.default_call_conv()
     }
 
-    /// Declares a region of `func` with `role`. Anonymous for Cranelift
-    /// (the sinks get the name, [`region_name`]), so a function compiled
-    /// again after its code died gets a new id.
+    /// The id of the region of `func` with `role`: declared the first time
+    /// (anonymous for Cranelift: the sinks get the name, [`region_name`]),
+    /// the same id when the function is compiled again after its code died,
+    /// so the declarations do not grow with the compiles.
     ///
     /// # Errors
     /// The module's message.
     pub fn declare(&mut self, module: &Bytecode, func: u32, role: Role) -> Result<FuncId, String> {
+        if let Some(&id) = self.declared.get(&(func, role)) {
+            return Ok(id);
+        }
         let sig = role.signature(&module.functions[func as usize], self.call_conv());
-        (self.module)
+        let id = (self.module)
             .declare_anonymous_function(&sig)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.declared.insert((func, role), id);
+        Ok(id)
     }
 
     /// Builds the body of region `id` (declared by [`CodeGen::declare`]) with
@@ -403,6 +451,7 @@ impl CodeGen {
     pub fn finish(
         &mut self,
         module: &Bytecode,
+        placement: Placement,
         vmprof_lines: bool,
         profilers: &Profilers,
         warnings: &mut Vec<String>,
@@ -411,13 +460,16 @@ impl CodeGen {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let chunk = self.place(&batch)?;
+        let chunk = self.place(&batch, placement)?;
         let lines: Vec<Vec<LineEntry<'_>>> = (batch.iter()).map(|d| line_rows(module, d)).collect();
         let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
-            .map(|(d, rows)| region(&self.module, self.cie.as_ref(), d, rows))
+            .map(|(d, rows)| region(&self.addresses, self.cie.as_ref(), d, rows))
             .collect();
         let mut live = LiveChunk {
             regions: regions.len(),
+            ids: (batch.iter())
+                .map(|d| (d.id, self.addresses[&d.id]))
+                .collect(),
             ranges: (regions.iter())
                 .map(|r| (r.code.as_ptr() as usize, r.code.len()))
                 .collect(),
@@ -454,42 +506,82 @@ impl CodeGen {
     // ANCHOR_END: finish
 
     /// Places `batch` in a new chunk and makes it executable.
-    fn place(&mut self, batch: &[Defined]) -> Result<ChunkId, FinishError> {
+    fn place(&mut self, batch: &[Defined], placement: Placement) -> Result<ChunkId, FinishError> {
         let needed = code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize)));
         let page = super::arena::page_size();
         let held = self.held();
-        if held + needed.div_ceil(page) * page > self.limit {
+        let whole_pages = needed.div_ceil(page) * page;
+        if placement == Placement::UnderLimit && held + whole_pages > self.limit {
             return Err(FinishError::NoRoom {
-                needed,
+                needed: whole_pages,
                 held,
                 limit: self.limit,
+                room: self.room(),
             });
         }
-        let chunk = (self.chunks.lock().open(needed))
+        let chunk = (self.chunks.open(needed))
             .map_err(|e| FinishError::Failed(format!("JIT code memory: {e}")))?;
-        let mut placed = Ok(());
-        for d in batch {
-            placed = (self.module)
-                .define_function_bytes(d.id, d.align, &d.code, &d.relocs)
-                .map_err(|e| format!("{}: {e:?}", d.name));
-            if placed.is_err() {
-                break;
+        let opened = self.held() - held;
+        match self.write_batch(batch) {
+            Ok(()) => {
+                if placement == Placement::Pinned {
+                    self.pinned += opened;
+                }
+                Ok(chunk)
+            }
+            Err(failed) => {
+                for d in batch {
+                    self.addresses.remove(&d.id);
+                }
+                self.chunks.abandon();
+                Err(FinishError::Failed(failed))
             }
         }
-        // Finalized even after a failure: the regions placed so far must
-        // not stay pending in the module (a later finalize would write
-        // their relocations into memory given to other code).
-        let finalized = self.module.finalize_definitions();
-        let failed = match (placed, finalized) {
-            (Ok(()), Ok(())) => return Ok(chunk),
-            (Err(e), _) => e,
-            (Ok(()), Err(e)) => format!("{e:?}"),
-        };
-        let mut chunks = self.chunks.lock();
-        chunks.abandon();
-        // SAFETY: nothing of the batch was handed out or described.
-        unsafe { chunks.free(chunk) };
-        Err(FinishError::Failed(failed))
+    }
+
+    /// Gives each region of `batch` its address in the open chunk, writes
+    /// its code there relocated for that address ([`relocate`]), and makes
+    /// the chunk executable. Addresses first: regions of one batch call
+    /// each other.
+    fn write_batch(&mut self, batch: &[Defined]) -> Result<(), String> {
+        let mut starts = Vec::with_capacity(batch.len());
+        for d in batch {
+            let at = (self.chunks.allocate(d.size, d.align as usize))
+                .map_err(|e| format!("{}: {e}", d.name))?;
+            self.addresses.insert(d.id, at);
+            starts.push(at);
+        }
+        for (d, &at) in batch.iter().zip(&starts) {
+            let mut code = d.code.clone();
+            relocate::apply(&mut code, at, &d.relocs, |target| self.resolve(target))
+                .map_err(|e| format!("{}: {e}", d.name))?;
+            (self.chunks.write(at, &code)).map_err(|e| format!("{}: {e}", d.name))?;
+        }
+        (self.chunks.finalize()).map_err(|e| format!("JIT code memory: {e}"))
+    }
+
+    /// The address of a relocation's target: a region of this JIT, an
+    /// import (a helper or `interp_entry`), or a libcall Cranelift's
+    /// legalization added (found in the process's symbols).
+    fn resolve(&self, target: &ModuleRelocTarget) -> Option<usize> {
+        match *target {
+            ModuleRelocTarget::User {
+                namespace: 0,
+                index,
+            } => {
+                let id = FuncId::from_u32(index);
+                (self.addresses.get(&id).or(self.imports_at.get(&id))).copied()
+            }
+            ModuleRelocTarget::LibCall(call) => {
+                let name = (cranelift_module::default_libcall_names())(call);
+                let name = std::ffi::CString::new(name).ok()?;
+                // SAFETY: dlsym with the default search scope and a
+                // NUL-terminated name has no other precondition.
+                let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+                (!at.is_null()).then_some(at as usize)
+            }
+            _ => None,
+        }
     }
 
     // ANCHOR: release
@@ -516,24 +608,29 @@ impl CodeGen {
         if live.regions > 0 {
             return 0;
         }
-        let live = self.live.remove(&chunk).expect("present");
+        let mut live = self.live.remove(&chunk).expect("present");
         let ranges: Vec<(usize, usize)> = live.ranges.clone();
+        let live_ids = std::mem::take(&mut live.ids);
         live.withdraw();
         for failure in profilers.retire(&ranges) {
             warnings.push(format!("toyvm: warning: {failure}"));
         }
-        let mut chunks = self.chunks.lock();
-        let before = chunks.bytes();
+        for (id, at) in live_ids {
+            if self.addresses.get(&id) == Some(&at) {
+                self.addresses.remove(&id);
+            }
+        }
+        let before = self.chunks.bytes();
         // SAFETY: every region of the chunk is dead (the caller's
         // contract) and withdrawn from everything that described it.
-        unsafe { chunks.free(chunk) };
-        before - chunks.bytes()
+        unsafe { self.chunks.free(chunk) };
+        before - self.chunks.bytes()
     }
     // ANCHOR_END: release
 
     /// The entry points of `d` according to its role.
     fn install(&self, d: Defined, listing: Option<Listing>, chunk: ChunkId) -> Finished {
-        let ptr = self.module.get_finalized_function(d.id);
+        let ptr = self.addresses[&d.id] as *const u8;
         let (mut osr, mut entry) = (None, None);
         match d.role {
             Role::Native => {}
@@ -564,18 +661,30 @@ impl CodeGen {
     }
 }
 
-/// The final code of `d` in `module` as a region for the sinks.
+/// The address of every import ([`Imports::table`]) by the id `module`
+/// declared it with.
+fn imports_by_id(module: &JITModule) -> HashMap<FuncId, usize> {
+    (Imports::table().into_iter())
+        .filter_map(|import| match module.get_name(import.symbol) {
+            Some(cranelift_module::FuncOrDataId::Func(id)) => Some((id, import.address as usize)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The final code of `d`, placed at `addresses[d.id]`, as a region for the
+/// sinks.
 fn region<'a>(
-    module: &'a JITModule,
+    addresses: &'a HashMap<FuncId, usize>,
     cie: Option<&'a CommonInformationEntry>,
     d: &'a Defined,
     rows: &'a [LineEntry<'a>],
 ) -> CodeRegion<'a> {
-    let start = module.get_finalized_function(d.id);
-    // SAFETY: cranelift-jit placed `size` bytes of final code at `start`
-    // (the size recorded at define time), now mapped read+exec until the
-    // `CodeGen` owning `module` is dropped, which the borrow of `module`
-    // for `'a` rules out while the slice lives.
+    let start = addresses[&d.id] as *const u8;
+    // SAFETY: `write_batch` wrote `size` bytes of final code at `start`,
+    // now mapped read+exec until its chunk is released or the `CodeGen`
+    // owning `addresses` is dropped; both need `&mut` of it, which the
+    // borrow of `addresses` for `'a` rules out while the slice lives.
     let code = unsafe { std::slice::from_raw_parts(start, d.size) };
     let region = CodeRegion::new(code, &d.name).with_lines(rows);
     match (cie, &d.fde) {
@@ -593,15 +702,15 @@ impl Drop for CodeGen {
         for (_, live) in self.live.drain() {
             live.withdraw();
         }
-        // SAFETY: `module` is taken once, here, and not used after. Freeing
-        // its memory: no compiled code runs or is called again, because
+        // SAFETY: freeing the code memory: no compiled code runs or is
+        // called again, because
         // the code was only reachable through the VM's entry table (restored
         // to the interpreter when `tier::run_main` ended, before its hook,
         // which owns `self`, could be dropped), the OSR entries the hook
         // handed out (each called at once, during the run) and the
         // profiler sinks (finished or dropped by the hook before `self`;
         // perf map and jitdump files only name addresses).
-        unsafe { ManuallyDrop::take(&mut self.module).free_memory() };
+        unsafe { self.chunks.free_all() };
     }
 }
 

@@ -9,7 +9,7 @@ use vm::bytecode::Function;
 use crate::abi;
 
 /// The role of a region of compiled code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     /// A compiled function, native calling convention (see
     /// [`crate::translate`]); compiled code calls it directly.

@@ -75,6 +75,11 @@ pub struct CacheStats {
     pub freed_bytes: u64,
     /// Most bytes of code memory held at once.
     pub peak_bytes: usize,
+    /// Batches compiled and then dropped: they found no room under the
+    /// limit (the policy bounds these, see `policy`).
+    pub no_room: u64,
+    /// Evictions and frees of obsolete OSR variants that gave bytes back.
+    pub frees: u64,
 }
 
 /// The units of every function (see the module docs).

@@ -21,7 +21,7 @@ use vm::abi::{EntryFn, OsrFn};
 use crate::abi;
 use crate::codegen::listing::Listing;
 use crate::codegen::names::region_name;
-use crate::codegen::pipeline::{CodeGen, FinishError, Finished};
+use crate::codegen::pipeline::{CodeGen, FinishError, Finished, Placement};
 use crate::codegen::role::Role;
 use crate::options::JitOptions;
 use crate::translate::{self, Env, limits};
@@ -104,17 +104,27 @@ pub enum Action {
     Osr(u32, Option<OsrFn>),
     /// A line for the VM's diagnostics (warnings, `--jit-stats`).
     Warn(String),
-    /// `request` was not compiled: its code needs `needed` bytes more than
-    /// the code limit leaves (its functions are back in the states they
-    /// had before it).
-    NoRoom { request: Request, needed: usize },
+    /// `request` was not compiled: its code needs `needed` bytes (whole
+    /// pages) more than the code limit leaves now (its functions are back
+    /// in the states they had before it). `room`: the most any batch can
+    /// get (the limit less the pinned trampolines); a request that needs
+    /// more never fits.
+    NoRoom {
+        request: Request,
+        needed: usize,
+        room: usize,
+    },
     /// The body of `func` was evicted: its entry goes back to `entry` (its
     /// trampoline) or to the interpreter.
     Evicted { func: u32, entry: Option<EntryFn> },
     /// The OSR variant of `func` was freed: drop it from the cache.
     OsrFreed(u32),
-    /// An eviction ([`Request::Evict`]) freed this many bytes.
+    /// An eviction ([`Request::Evict`]) or freeing obsolete OSR variants
+    /// ([`Request::FreeOsr`]) gave back this many bytes.
     Freed(usize),
+    /// The request took this long (the policy's compile budget once code
+    /// is being evicted).
+    Spent(Duration),
 }
 
 // SAFETY: `EntryFn` and `OsrFn` are plain function pointers into code
@@ -135,8 +145,9 @@ pub struct Compiler {
     /// The functions whose body each region of the current batch calls
     /// directly, by function and unit.
     batch_calls: Vec<(u32, Kind, Vec<u32>)>,
-    /// The current batch found no room: the bytes it needed.
-    no_room: Option<usize>,
+    /// The current batch found no room: the bytes it needed (whole pages)
+    /// and the most any batch can get.
+    no_room: Option<(usize, usize)>,
     profilers: Profilers,
     /// `--jit-stats`: report each compile's time.
     stats: bool,
@@ -213,9 +224,19 @@ impl Compiler {
             usize::MAX => "no limit".to_string(),
             l => format!("limit {l}"),
         };
+        let pinned = match self.codegen.pinned() {
+            0 => String::new(),
+            p => format!(", {p} of them pinned trampolines"),
+        };
         format!(
-            "jit-stats (code cache): at most {} bytes held ({limit}); {} evictions, {} recompiles, {} obsolete OSR variants freed, {} bytes freed",
-            s.peak_bytes, s.evictions, s.recompiles, s.obsolete_freed, s.freed_bytes
+            "jit-stats (code cache): at most {} bytes held ({limit}{pinned}); {} evictions, {} recompiles, {} obsolete OSR variants freed, {} bytes freed; {} compiles found no room, {} times code was freed",
+            s.peak_bytes,
+            s.evictions,
+            s.recompiles,
+            s.obsolete_freed,
+            s.freed_bytes,
+            s.no_room,
+            s.frees
         )
     }
 
@@ -242,6 +263,7 @@ impl Compiler {
 
     /// Runs `request`, adding what came of it to `out`.
     pub fn run(&mut self, src: &dyn Source, request: &Request, out: &mut Vec<Action>) {
+        let started = Instant::now();
         self.no_room = None;
         match request {
             Request::Compile { funcs, entered } => {
@@ -262,17 +284,22 @@ impl Compiler {
             }
             Request::Evict { needed, active } => self.evict(*needed, active, out),
             Request::FreeOsr { funcs } => {
+                let mut freed = 0;
                 for &f in funcs {
-                    self.free_unit(f, Kind::Osr, false, out);
+                    freed += self.free_unit(f, Kind::Osr, false, out);
                 }
+                self.cache.stats.frees += u64::from(freed > 0);
+                out.push(Action::Freed(freed));
             }
         }
-        if let Some(needed) = self.no_room.take() {
+        if let Some((needed, room)) = self.no_room.take() {
             out.push(Action::NoRoom {
                 request: request.clone(),
                 needed,
+                room,
             });
         }
+        out.push(Action::Spent(started.elapsed()));
     }
 
     /// Evicts the coldest code no activation runs in until `needed` bytes
@@ -290,6 +317,7 @@ impl Compiler {
                 freed += self.free_unit(f, kind, true, out);
             }
         }
+        self.cache.stats.frees += u64::from(freed > 0);
         out.push(Action::Freed(freed));
     }
 
@@ -438,23 +466,34 @@ impl Compiler {
         }
     }
 
-    /// The interpreter-entry trampolines of every function without native
-    /// code, in one batch.
+    // ANCHOR: trampolines
+    /// The interpreter-entry trampolines of every function, in one batch,
+    /// before anything is compiled. They are **pinned**: placed whatever
+    /// the code limit, never evicted (an evicted function's entry goes back
+    /// to its trampoline, so profilers keep naming it), and counted against
+    /// the limit, so compiled code gets the limit less their bytes
+    /// ([`Compiler::room`]).
     pub fn trampolines(&mut self, src: &dyn Source, out: &mut Vec<Action>) {
         for f in 0..self.functions.len() as u32 {
-            if self.state(f).native().is_none()
-                && let Err(e) = self.define_trampoline(src, f)
-            {
+            if let Err(e) = self.define_trampoline(src, f) {
                 out.push(Action::Warn(format!(
                     "toyvm: warning: JIT: trampoline: {e}"
                 )));
             }
         }
-        if let Some(needed) = self.finish_batch(src, out) {
-            out.push(Action::Warn(format!(
-                "toyvm: warning: JIT: no room for the trampolines ({needed} bytes) under the code limit"
-            )));
-        }
+        self.finish_batch_placed(src, Placement::Pinned, out);
+    }
+    // ANCHOR_END: trampolines
+
+    /// The most bytes compiled code can ever hold: the code limit less
+    /// the pinned trampolines.
+    pub fn room(&self) -> usize {
+        self.codegen.room()
+    }
+
+    /// Bytes of pinned trampolines.
+    pub fn pinned(&self) -> usize {
+        self.codegen.pinned()
     }
 
     /// Finishes the batch (see [`crate::codegen::pipeline`]): hands entries and OSR
@@ -463,6 +502,16 @@ impl Compiler {
     /// that many bytes and the code limit has no room for it (nothing of it
     /// is kept).
     fn finish_batch(&mut self, src: &dyn Source, out: &mut Vec<Action>) -> Option<usize> {
+        self.finish_batch_placed(src, Placement::UnderLimit, out)
+    }
+
+    /// [`Compiler::finish_batch`] with the batch placed as `placement` says.
+    fn finish_batch_placed(
+        &mut self,
+        src: &dyn Source,
+        placement: Placement,
+        out: &mut Vec<Action>,
+    ) -> Option<usize> {
         let calls = std::mem::take(&mut self.batch_calls);
         if !self.codegen.has_batch() {
             return None;
@@ -470,6 +519,7 @@ impl Compiler {
         let mut warnings = Vec::new();
         let finished = self.codegen.finish(
             src.module(),
+            placement,
             src.vmprof_locations().is_some(),
             &self.profilers,
             &mut warnings,
@@ -511,8 +561,9 @@ impl Compiler {
                     }
                 }
             }
-            Err(FinishError::NoRoom { needed, .. }) => {
-                self.no_room = Some(needed);
+            Err(FinishError::NoRoom { needed, room, .. }) => {
+                self.cache.stats.no_room += 1;
+                self.no_room = Some((needed, room));
                 return Some(needed);
             }
             Err(e) => out.push(Action::Warn(format!("toyvm: warning: JIT: {e}"))),

@@ -36,13 +36,29 @@
 //!   outside them (`compiler::cache`; on the compiler thread it waits for
 //!   the answer, so nothing runs in between), puts the evicted functions'
 //!   entries back to the interpreter, and asks for the batch again.
-//!   An evicted function is interpreted and tiers up again when hot.
+//!   An evicted function is interpreted and tiers up again when hot, after
+//!   a wait that doubles with each of its evictions.
+//! * **No compile storm** ([`Jit::make_room`]): a compile that found no
+//!   room is wasted work, so each function and kind of compile (whole, OSR
+//!   variant, entry shims) gets at most [`MAX_NO_ROOM_TRIES`] of them
+//!   between two evictions that free bytes; after that it is not compiled
+//!   until code was freed. Once code is being evicted, compiles may take
+//!   at most a fifth of the run's time from then on (plus 50 ms): code
+//!   evicted again and again never pays for its compiles, so no limit
+//!   makes a run much slower than interpreting it. A batch larger than
+//!   the limit less the pinned
+//!   trampolines can never fit: its function is compiled alone from then
+//!   on, and a function that alone cannot fit is never compiled again
+//!   (`--jit-stats` says so). A limit that leaves no room at all after the
+//!   trampolines is one warning at start, and the run is interpreted.
 //! * **Obsolete OSR variants**: once a function with an OSR variant is
 //!   compiled whole, the variant is freed at the first ask at which no
 //!   activation of the function runs (none can enter it after that).
 
 pub(crate) mod callgraph;
 pub mod cost;
+
+use std::time::{Duration, Instant};
 
 use vm::abi::{CallDecision, Countdown, EntryFn, LoopDecision, OsrFn, TierUp, Vm};
 
@@ -75,6 +91,82 @@ pub const POLL: u32 = 256;
 /// stay interpreted until they ask again): a batch larger than what can
 /// be freed must not evict everything over and over.
 const MAX_EVICTIONS_IN_A_ROW: u32 = 4;
+
+/// Compiles of one function and [`Ask`] that may find no room between two
+/// evictions that free bytes (see [`Jit::make_room`]).
+pub const MAX_NO_ROOM_TRIES: u32 = 3;
+
+/// The longest back-off: a wait is the function's threshold doubled at
+/// most this many times.
+const MAX_DOUBLINGS: u32 = 12;
+
+/// Once code is being evicted, the share of the run's time from then on
+/// that compiles (and evictions) may take, plus [`BUDGET_ALLOWANCE`]: past
+/// it, nothing is compiled until the run has caught up. Code that is
+/// evicted again and again never pays for its compiles; this keeps any
+/// limit from making a run much slower than interpreting it.
+const BUDGET_SHARE: u32 = 5;
+
+/// The compile time always allowed under eviction (see [`BUDGET_SHARE`]).
+const BUDGET_ALLOWANCE: Duration = Duration::from_millis(50);
+
+/// What a compile request is, for the bookkeeping of compiles that found
+/// no room: one count per function and kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ask {
+    /// Native functions (with the asker's entry shim): a whole compile.
+    Whole,
+    /// An OSR variant.
+    Osr,
+    /// Entry shims alone, for functions compiled earlier.
+    Shims,
+}
+
+impl Ask {
+    /// The kind of a compile request; `None` for evictions and frees.
+    fn of(request: &Request) -> Option<Ask> {
+        match request {
+            Request::Compile { funcs, .. } if funcs.is_empty() => Some(Ask::Shims),
+            Request::Compile { .. } => Some(Ask::Whole),
+            Request::Osr { .. } => Some(Ask::Osr),
+            Request::Evict { .. } | Request::FreeOsr { .. } => None,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Ask::Whole => "compiled whole",
+            Ask::Osr => "its OSR variant",
+            Ask::Shims => "its entry shim",
+        }
+    }
+}
+
+/// The function a compile request is made for: the one whose countdown
+/// ran out (the others are its callees).
+fn asker(request: &Request) -> Option<u32> {
+    match request {
+        Request::Compile { funcs, entered } => entered.first().or(funcs.last()).copied(),
+        Request::Osr { func, .. } => Some(*func),
+        Request::Evict { .. } | Request::FreeOsr { .. } => None,
+    }
+}
+
+/// Compiles of one function and [`Ask`] that found no room.
+#[derive(Clone, Copy, Debug, Default)]
+struct NoRoomTries {
+    /// The room epoch ([`Jit::room_epoch`]) `tries` counts in.
+    epoch: u64,
+    /// Compiles that found no room in that epoch.
+    tries: u32,
+    /// Its code alone needs more than the limit leaves after the pinned
+    /// trampolines: never compiled again.
+    never_fits: bool,
+}
 
 impl FnState {
     /// When the interpreter asks about a function in this state next
@@ -126,6 +218,18 @@ struct FnPolicy {
     /// doubles the wait before it is asked about again (see
     /// [`Jit::make_room`]).
     no_room_streak: u32,
+    /// Compiles that found no room, per [`Ask`].
+    no_room: [NoRoomTries; 3],
+    /// A batch with its callees never fits: it is compiled alone (its
+    /// callees are called through the entry table).
+    alone: bool,
+    /// Times its body was evicted: each doubles the wait before it is
+    /// compiled again, so a working set larger than the limit cannot make
+    /// the JIT recompile without end.
+    evictions: u32,
+    /// The countdown this ask answers with when it compiled nothing: set
+    /// by a back-off during the ask (see [`Jit::make_room`]).
+    wait: Option<u32>,
 }
 
 impl FnPolicy {
@@ -140,6 +244,10 @@ impl FnPolicy {
             pending_osr: false,
             was_entered: false,
             no_room_streak: 0,
+            no_room: [NoRoomTries::default(); 3],
+            alone: false,
+            evictions: 0,
+            wait: None,
         }
     }
 
@@ -173,6 +281,17 @@ pub struct Jit {
     evictions_in_a_row: u32,
     /// Functions compiled whole whose OSR variant is still held.
     obsolete_osr: Vec<u32>,
+    /// Counts the evictions (and frees) that gave bytes back: compiles
+    /// that found no room are counted per epoch ([`NoRoomTries`]).
+    room_epoch: u64,
+    /// The code limit leaves no room for compiled code: nothing is
+    /// compiled (the trampolines, if any, are built).
+    compiles_off: bool,
+    /// When code was first evicted: the compile budget runs from then on
+    /// ([`BUDGET_SHARE`]).
+    evicting_since: Option<Instant>,
+    /// Time the compiler spent on requests since then.
+    spent_since_evicting: Duration,
 }
 
 impl Jit {
@@ -193,6 +312,10 @@ impl Jit {
             no_room: None,
             evictions_in_a_row: 0,
             obsolete_osr: Vec::new(),
+            room_epoch: 0,
+            compiles_off: false,
+            evicting_since: None,
+            spent_since_evicting: Duration::ZERO,
             options,
         })
     }
@@ -242,6 +365,9 @@ impl Jit {
     /// or queued for the compiler thread (the functions it names are then
     /// pending until their states come back).
     fn run(&mut self, vm: &mut Vm<'_>, request: Request) {
+        if !self.room_allows(vm, &request) {
+            return;
+        }
         if std::mem::take(&mut self.go_background)
             && let Mode::Inline(compiler) = &mut self.mode
             && let Some(compiler) = compiler.take()
@@ -321,27 +447,60 @@ impl Jit {
                     }
                 }
                 Action::Warn(line) => warn(vm, format_args!("{line}")),
-                Action::NoRoom { request, needed } => {
+                Action::NoRoom {
+                    request,
+                    needed,
+                    room,
+                } => {
                     if let Request::Osr { func, .. } = request {
                         self.function(func).pending_osr = false;
                     }
+                    let (epoch, ask) = (self.room_epoch, Ask::of(&request));
                     for f in request.functions() {
-                        self.function(f).no_room_streak += 1;
+                        let function = self.function(f);
+                        function.no_room_streak += 1;
+                        if let Some(ask) = ask {
+                            let tries = &mut function.no_room[ask.index()];
+                            if tries.epoch != epoch {
+                                *tries = NoRoomTries {
+                                    epoch,
+                                    ..NoRoomTries::default()
+                                };
+                            }
+                            tries.tries += 1;
+                        }
                     }
-                    self.no_room = Some((request, needed));
+                    if needed > room {
+                        self.never_fits(vm, &request, needed, room);
+                    } else {
+                        self.no_room = Some((request, needed));
+                    }
                 }
-                Action::Freed(_) => {}
+                Action::Freed(bytes) => {
+                    if bytes > 0 {
+                        self.room_epoch += 1;
+                    }
+                }
+                Action::Spent(took) => {
+                    if self.evicting_since.is_some() {
+                        self.spent_since_evicting += took;
+                    }
+                }
                 Action::Evicted { func, entry } => {
+                    self.evicting_since.get_or_insert_with(Instant::now);
                     let function = self.function(func);
                     function.state = FnState::Interpreted;
                     function.osr = None;
                     function.osr_asks = 0;
+                    function.evictions += 1;
+                    let doublings = function.evictions;
                     let entry: EntryFn = entry.unwrap_or(vm::abi::interp_entry);
                     // SAFETY: `entry` is the function's trampoline (built by
                     // the compiler for it, never freed while the compiler
                     // lives) or the interpreter's own entry.
                     unsafe { vm.set_entry(func, entry) };
-                    vm.set_countdown(func, self.initial(func));
+                    let wait = self.doubled_wait(func, doublings);
+                    vm.set_countdown(func, wait);
                 }
                 Action::OsrFreed(func) => {
                     let function = self.function(func);
@@ -363,7 +522,10 @@ impl Jit {
     /// its functions wait twice as long after each such batch (their
     /// threshold, doubled per batch in a row that found no room, up to
     /// 2^12 times), so a cache full of running code costs no compile per
-    /// ask.
+    /// ask. And however the asks come (calls, back-edges, the compiler
+    /// thread's answers), a function and kind of compile gets at most
+    /// [`MAX_NO_ROOM_TRIES`] compiles that find no room until an eviction
+    /// frees bytes ([`Jit::room_allows`]).
     fn make_room(&mut self, vm: &mut Vm<'_>) {
         let Some((request, needed)) = self.no_room.take() else {
             return;
@@ -396,16 +558,115 @@ impl Jit {
     }
 
     /// Sets the wait of the functions of a batch that found no room (see
-    /// [`Jit::make_room`]).
+    /// [`Jit::make_room`]): their countdowns, and the answer of the ask
+    /// under way ([`FnPolicy::wait`]), which would otherwise set the
+    /// countdown back.
     fn back_off(&mut self, vm: &mut Vm<'_>, request: &Request) {
         for f in request.functions() {
-            let function = &self.functions[f as usize];
-            if function.state.native().is_some() {
-                continue;
-            }
-            let wait = (function.threshold.max(POLL) as u64) << function.no_room_streak.min(12);
-            vm.set_countdown(f, Countdown::After(wait.min(u32::MAX as u64 / 2) as u32));
+            self.back_off_function(vm, f);
         }
+    }
+
+    /// Sets the wait of one function (see [`Jit::back_off`]).
+    fn back_off_function(&mut self, vm: &mut Vm<'_>, func: u32) {
+        let function = self.function(func);
+        if function.state.native().is_some() {
+            return;
+        }
+        let doubled =
+            (function.threshold.max(POLL) as u64) << function.no_room_streak.min(MAX_DOUBLINGS);
+        let wait = doubled.min(u32::MAX as u64 / 2) as u32;
+        function.wait = Some(wait);
+        vm.set_countdown(func, Countdown::After(wait));
+    }
+
+    /// True if `request` may be compiled now: the code limit leaves room
+    /// for compiled code at all, its function has not used up its
+    /// compiles that found no room ([`MAX_NO_ROOM_TRIES`] in this room
+    /// epoch) nor been found too large for the limit, and, once code is
+    /// being evicted, compiles are within their share of the run
+    /// ([`BUDGET_SHARE`]). A refused request backs its function off. Callees of a batch that are refused
+    /// themselves are left out of it by [`Jit::hot_batch`].
+    fn room_allows(&mut self, vm: &mut Vm<'_>, request: &Request) -> bool {
+        let (Some(ask), Some(func)) = (Ask::of(request), asker(request)) else {
+            return true;
+        };
+        if self.compiles_off {
+            return false;
+        }
+        if self.may_compile(func, ask) && self.within_budget() {
+            return true;
+        }
+        let function = self.function(func);
+        function.no_room_streak += 1;
+        if function.no_room[ask.index()].never_fits {
+            function.wait = Some(u32::MAX / 2);
+            return false;
+        }
+        self.back_off_function(vm, func);
+        false
+    }
+
+    /// True unless code is being evicted and compiles took more than their
+    /// share of the run since ([`BUDGET_SHARE`]).
+    fn within_budget(&self) -> bool {
+        self.evicting_since.is_none_or(|since| {
+            self.spent_since_evicting <= since.elapsed() / BUDGET_SHARE + BUDGET_ALLOWANCE
+        })
+    }
+
+    /// True if `func` may be compiled as `ask` (see [`Jit::room_allows`]).
+    fn may_compile(&self, func: u32, ask: Ask) -> bool {
+        let tries = self.functions[func as usize].no_room[ask.index()];
+        !tries.never_fits && (tries.epoch != self.room_epoch || tries.tries < MAX_NO_ROOM_TRIES)
+    }
+
+    /// `request` needs `needed` bytes and no eviction can ever give it more
+    /// than `room`: a batch with callees is made for its function alone
+    /// from now on; a function that alone does not fit is never compiled
+    /// that way again (`--jit-stats` says so). Nothing is evicted for it.
+    fn never_fits(&mut self, vm: &mut Vm<'_>, request: &Request, needed: usize, room: usize) {
+        let (Some(ask), Some(func)) = (Ask::of(request), asker(request)) else {
+            return;
+        };
+        let others = request.functions().into_iter().any(|f| f != func);
+        if others && !self.functions[func as usize].alone {
+            self.function(func).alone = true;
+        } else {
+            self.function(func).no_room[ask.index()].never_fits = true;
+            if self.options.stats {
+                let name = &vm.module().functions[func as usize].name;
+                warn(
+                    vm,
+                    format_args!(
+                        "jit-stats: {name}: never {} again: it needs {needed} bytes of code, the code limit leaves {room} for compiled code",
+                        ask.describe()
+                    ),
+                );
+            }
+        }
+        self.back_off(vm, request);
+    }
+
+    /// `func`'s threshold doubled `doublings` times (at most
+    /// [`MAX_DOUBLINGS`]): the countdown of a function evicted that often.
+    fn doubled_wait(&self, func: u32, doublings: u32) -> Countdown {
+        match self.initial(func) {
+            Countdown::After(n) => {
+                let wait = (n.max(1) as u64) << doublings.min(MAX_DOUBLINGS);
+                Countdown::After(wait.min(u32::MAX as u64 / 2) as u32)
+            }
+            other => other,
+        }
+    }
+
+    /// The countdown of an ask about `func` that compiled nothing: the wait
+    /// a back-off set during the ask, else `otherwise`.
+    fn unless_backed_off(&mut self, func: u32, otherwise: Countdown) -> Countdown {
+        self.function(func)
+            .wait
+            .take()
+            .map_or(otherwise, Countdown::After)
     }
     // ANCHOR_END: make_room
 
@@ -449,13 +710,49 @@ impl Jit {
     /// and it tiers up by itself if it gets hot (a `<main>` calling 5,000
     /// functions once each compiles none of them).
     fn hot_batch(&self, vm: &Vm<'_>, func: u32) -> Vec<u32> {
+        if self.functions[func as usize].alone {
+            return vec![func];
+        }
         callgraph::with_callees(vm.module(), func, |c| {
             let callee = &self.functions[c as usize];
             let warm = (callee.threshold / CALLEE_WARM_SHARE).max(1);
             callee.state == FnState::Interpreted
                 && !callee.pending
+                && (c == func || self.may_compile(c, Ask::Whole))
                 && vm.runs_since(c, self.initial(c)) >= warm
         })
+    }
+
+    /// Says once, at start, if the code limit leaves no room for compiled
+    /// code (less than one page after the pinned trampolines): the run is
+    /// then interpreted, with its trampolines.
+    fn check_room(&mut self, vm: &mut Vm<'_>) {
+        let Some(compiler) = self.inline_compiler() else {
+            return;
+        };
+        let (room, pinned) = (compiler.room(), compiler.pinned());
+        let page = crate::codegen::arena::page_size();
+        if self.options.threshold.is_none() || room >= page {
+            return;
+        }
+        let limit = self.options.code_limit();
+        let why = match pinned {
+            0 => format!("is less than one page ({page} bytes), the smallest piece of code memory"),
+            _ => format!(
+                "leaves {room} bytes after the {pinned} bytes of interpreter-entry trampolines, which are never evicted"
+            ),
+        };
+        warn(
+            vm,
+            format_args!(
+                "toyvm: warning: JIT: the code limit of {limit} bytes {why}: nothing is compiled (a limit of at least {} bytes compiles)",
+                pinned + page
+            ),
+        );
+        self.compiles_off = true;
+        for f in 0..self.functions.len() as u32 {
+            vm.set_countdown(f, Countdown::Never);
+        }
     }
 
     /// The countdown `func` starts with: its threshold.
@@ -572,7 +869,17 @@ unsafe impl TierUp for Jit {
             warn(vm, format_args!("{warning}"));
         }
         self.set_up(vm);
-        if self.options.threshold == Some(0) {
+        // Trampolines first: they are pinned, and what they leave of the
+        // code limit is the room for compiled code.
+        if let Mode::Inline(Some(compiler)) = &mut self.mode
+            && !compiler.no_profilers()
+        {
+            let mut out = Vec::new();
+            compiler.trampolines(&*vm, &mut out);
+            self.apply(vm, out);
+        }
+        self.check_room(vm);
+        if self.options.threshold == Some(0) && !self.compiles_off {
             let order = callgraph::callee_first_order(vm.module());
             // `<main>` is always entered through the entry table.
             self.run(
@@ -596,13 +903,6 @@ unsafe impl TierUp for Jit {
                 },
             );
         }
-        if let Mode::Inline(Some(compiler)) = &mut self.mode
-            && !compiler.no_profilers()
-        {
-            let mut out = Vec::new();
-            compiler.trampolines(&*vm, &mut out);
-            self.apply(vm, out);
-        }
         // The compiler moves to its thread at the first request (a run
         // that compiles nothing pays for no thread and no program copy).
         self.go_background =
@@ -613,6 +913,7 @@ unsafe impl TierUp for Jit {
         if self.options.threshold.is_none() {
             return CallDecision::Interpret(Countdown::Never);
         }
+        self.function(func).wait = None;
         self.drain(vm);
         if self.functions[func as usize].pending {
             return CallDecision::Interpret(Countdown::After(POLL));
@@ -655,7 +956,7 @@ unsafe impl TierUp for Jit {
             (_, Some(poll)) if self.functions[func as usize].pending => {
                 CallDecision::Interpret(poll)
             }
-            _ => CallDecision::Interpret(Countdown::Never),
+            _ => CallDecision::Interpret(self.unless_backed_off(func, Countdown::Never)),
         }
     }
 
@@ -664,6 +965,7 @@ unsafe impl TierUp for Jit {
         if self.options.threshold.is_none() {
             return LoopDecision::Interpret(Countdown::Never);
         }
+        self.function(func).wait = None;
         self.drain(vm);
         if self.functions[func as usize].waiting() {
             return LoopDecision::Interpret(Countdown::After(POLL));
@@ -722,13 +1024,17 @@ unsafe impl TierUp for Jit {
                 );
                 match self.poll() {
                     Some(poll) => LoopDecision::Interpret(poll),
-                    None => LoopDecision::Interpret(Countdown::Never),
+                    None => LoopDecision::Interpret(self.unless_backed_off(func, Countdown::Never)),
                 }
             }
-            // No variant (over the budget, or it failed): a call may still
-            // compile the function whole.
-            (None, FnState::Interpreted) => LoopDecision::Interpret(self.initial(func)),
-            (None, _) => LoopDecision::Interpret(Countdown::Never),
+            // No variant (over the budget, it failed, or no room): a call
+            // may still compile the function whole, after the wait a
+            // back-off set.
+            (None, FnState::Interpreted) => {
+                let initial = self.initial(func);
+                LoopDecision::Interpret(self.unless_backed_off(func, initial))
+            }
+            (None, _) => LoopDecision::Interpret(self.unless_backed_off(func, Countdown::Never)),
         }
     }
     // ANCHOR_END: hot_loop
