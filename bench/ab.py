@@ -11,7 +11,8 @@ AFTER/BEFORE of the medians, and the same for wall time (measured here, to the
 microsecond: the default tier compiles on a second thread, whose CPU time counts in the
 first measure and not in the second). Outputs of the two binaries must be identical, or it stops with an error.
 This is how a change to vm/ or jit/ shows it did not make any benchmark slower:
-keep the binary of main before the change (cp target/release/toyvm /tmp/toyvm-before).
+keep the binary of main before the change
+(cp "$(tools/cargo-target-dir)/release/toyvm" /tmp/toyvm-before).
 """
 import argparse
 import os

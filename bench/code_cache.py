@@ -16,6 +16,8 @@ interpreter's.
 """
 import argparse, os, re, statistics, subprocess, sys, time
 
+import cargo_dirs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "examples/scripts/phases.toy")
 CONFIGS = [
@@ -47,7 +49,7 @@ def run(toyvm, flags, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--toyvm", default=os.path.join(ROOT, "target/release/toyvm"))
+    ap.add_argument("--toyvm", default=os.path.join(cargo_dirs.release_dir(), "toyvm"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--rounds", default="6")
     ap.add_argument("--size", default="60000")

@@ -13,10 +13,10 @@
 # SHAPE=straight (the default): one assignment per line, a single block.
 # SHAPE=branchy: one loop with an if/else per line, about 11 instructions
 # and 5 blocks a line (the register allocator's harder case).
-# Needs a release build (target/release/toyvm) and GNU time (/usr/bin/time).
+# Needs a release build (toyvm in Cargo's release directory) and GNU time (/usr/bin/time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-toyvm=target/release/toyvm
+toyvm=$(tools/cargo-target-dir)/release/toyvm
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 sizes=("$@")

@@ -12,12 +12,12 @@
 # Usage (from anywhere):  bench/compile_latency.sh
 # Environment:
 #   RUNS=15           processes per script
-#   TOYVM=path        default target/release/toyvm (built if missing)
+#   TOYVM=path        default toyvm in Cargo's release directory (built if missing)
 # Wall-clock figures: run it on a quiet machine (check `uptime`) and repeat if in doubt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-15}
-TOYVM=${TOYVM:-target/release/toyvm}
+TOYVM=${TOYVM:-$(tools/cargo-target-dir)/release/toyvm}
 [[ -x $TOYVM ]] || cargo build --release --quiet
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -12,12 +12,13 @@ cd "$ROOT"
 SMALL=${1:-1000}
 LARGE=${2:-30000}
 cargo build --release --quiet --example embed
+EMBED="$(tools/cargo-target-dir)/release/examples/embed"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/toyvm-embed-scaling.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 measure() {
     local start end
     start=$(date +%s.%N)
-    target/release/examples/embed --jit-threshold 0 --perf-jitdump --perf-dir "$WORK" --gdb --stats "$1" \
+    "$EMBED" --jit-threshold 0 --perf-jitdump --perf-dir "$WORK" --gdb --stats "$1" \
         tests/embed/alpha.toy tests/embed/beta.toy 2>&1 >/dev/null | grep '^embed:'
     end=$(date +%s.%N)
     rm -f "$WORK"/jit-*.dump

@@ -16,13 +16,13 @@
 # Environment:
 #   RUNS=5            runs per cell
 #   FUNCTIONS=5000    functions in the generated script
-#   TOYVM=path        default target/release/toyvm (built if missing)
+#   TOYVM=path        default toyvm in Cargo's release directory (built if missing)
 # Wall-clock figures: run it on a quiet machine (check `uptime`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
 FUNCTIONS=${FUNCTIONS:-5000}
-TOYVM=${TOYVM:-target/release/toyvm}
+TOYVM=${TOYVM:-$(tools/cargo-target-dir)/release/toyvm}
 [[ -x $TOYVM ]] || cargo build --release --quiet
 command -v gdb >/dev/null || { echo "gdb_registration.sh: needs gdb" >&2; exit 1; }
 TMP=$(mktemp -d)

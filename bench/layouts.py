@@ -35,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 
+import cargo_dirs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = ["fib", "loop", "calls", "mandelbrot", "spectral", "nbody"]
 # Default sizes (bench/run.sh) and how each grows with --scale (fib is exponential: +1
@@ -104,11 +106,12 @@ def build_layout(work, src, pad):
             sys.exit("layouts.py: cannot find `%s` in vm/src/interp/mod.rs to add the padding call" % RUN_MAIN)
         open(interp, "w").write(text.replace(RUN_MAIN, PAD_CALL, 1))
     target = os.path.join(work, "target")
-    if not os.path.exists(target) and os.path.isdir(os.path.join(ROOT, "target/release")):
-        print("seeding %s from the repository's target/ ..." % target, file=sys.stderr)
+    release = cargo_dirs.release_dir()
+    if not os.path.exists(target) and os.path.isdir(release):
+        print("seeding %s from the repository's build (%s) ..." % (target, release), file=sys.stderr)
         os.makedirs(target)
         # Best effort: a file that a concurrent build replaces is rebuilt.
-        subprocess.run(["cp", "-a", os.path.join(ROOT, "target/release"), target])
+        subprocess.run(["cp", "-a", release, target])
     print("building layout pad=%d ..." % pad, file=sys.stderr)
     sh(["cargo", "build", "--release", "--quiet", "--bin", "toyvm"], cwd=src,
        env=dict(os.environ, CARGO_TARGET_DIR=target))

@@ -11,7 +11,7 @@
 # Usage (from anywhere):  bench/line_attribution.sh
 # Environment:
 #   BENCHES="fib loop calls mandelbrot spectral nbody"
-#   TOYVM=path    default target/release/toyvm (built if missing)
+#   TOYVM=path    default toyvm in Cargo's release directory (built if missing)
 #   FREQ=999      perf sampling frequency (cpu-clock)
 # A region's symbol ends with its function's `fn` line (`toy:jit:work:/path/loop.toy:2`,
 # `toy:jit-osr:work:/path/loop.toy:2`), so a row is on the `fn` line when its srcline
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHES=${BENCHES:-"fib loop calls mandelbrot spectral nbody"}
-TOYVM=${TOYVM:-target/release/toyvm}
+TOYVM=${TOYVM:-$(tools/cargo-target-dir)/release/toyvm}
 FREQ=${FREQ:-999}
 [[ -x $TOYVM ]] || cargo build --release --quiet
 TOYVM=$(realpath "$TOYVM")

@@ -26,7 +26,9 @@ import sys
 import tempfile
 import time
 
-TOYVM = os.path.join(os.path.dirname(__file__), "..", "target", "release", "toyvm")
+import cargo_dirs
+
+TOYVM = os.path.join(cargo_dirs.release_dir(), "toyvm")
 REPEAT = 3
 
 

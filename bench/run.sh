@@ -20,7 +20,7 @@
 #   PEERS=bench/peers     the peer programs (c/ lua/ js/ py/), relative to the repo root
 #   RESULTS=bench/results         raw data: hyperfine JSON, outputs, versions (gitignored)
 #   SKIP_BUILD=1          use the existing binary
-#   TOYVM=path            the toyvm binary (default: target/release/toyvm, built here)
+#   TOYVM=path            the toyvm binary (default: toyvm in Cargo's release directory, built here)
 #
 # Sizes (the defaults of examples/scripts/bench/*.toy and bench/peers/*, and the large sizes):
 #   default: fib 32, loop 1e7, calls 1e7, mandelbrot 400, spectral 250, nbody 1e5
@@ -91,7 +91,7 @@ if [[ ! -d $PEERS/c ]]; then
 fi
 
 mkdir -p "$RESULTS/build" "$RESULTS/out"
-TOYVM=${TOYVM:-$ROOT/target/release/toyvm}
+TOYVM=${TOYVM:-$(tools/cargo-target-dir)/release/toyvm}
 NOTES=$RESULTS/notes.txt
 : >"$NOTES"
 note() { echo "note: $*" | tee -a "$NOTES" >&2; }

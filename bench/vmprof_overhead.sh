@@ -12,7 +12,7 @@
 #   RUNS=7 WARMUP=1     measured runs (after warm-up runs) of each command
 #   BENCHES="fib loop calls mandelbrot spectral nbody"
 #   TIERS="interp jit"  which toyvm tiers to measure
-#   TOYVM=path          default target/release/toyvm (built if missing)
+#   TOYVM=path          default toyvm in Cargo's release directory (built if missing)
 #   VMPROF_PYTHON=path  a python with vmprof installed (default: the test venv
 #                       target/vmprof-venv-0.6.0/bin/python if present; "" skips CPython)
 #   PEERS=bench/peers   the peer programs (only $PEERS/py/*.py is used here)
@@ -25,7 +25,7 @@ RUNS=${RUNS:-7}
 BENCHES=${BENCHES:-"fib loop calls mandelbrot spectral nbody"}
 TIERS=${TIERS:-"interp jit"}
 WARMUP=${WARMUP:-1}
-TOYVM=${TOYVM:-target/release/toyvm}
+TOYVM=${TOYVM:-$(tools/cargo-target-dir)/release/toyvm}
 PEERS=${PEERS:-bench/peers}
 DEFAULT_PY=target/vmprof-venv-0.6.0/bin/python
 VMPROF_PYTHON=${VMPROF_PYTHON-$([[ -x $DEFAULT_PY ]] && echo "$DEFAULT_PY" || echo "")}

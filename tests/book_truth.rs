@@ -371,6 +371,10 @@ fn generate(out: &Path) {
         .current_dir(&root)
         .env("BOOK_OUT", out)
         .env("TOYVM", env!("CARGO_BIN_EXE_toyvm"))
+        // The examples `cargo test` built beside this test, wherever Cargo
+        // builds (CARGO_TARGET_DIR): generate.sh builds nothing then.
+        .env("EMBED", common::release_dir().join("examples/embed"))
+        .env("PERF_E2E", common::release_dir().join("examples/e2e_vm"))
         .envs(vmprofshow().map(|v| ("VMPROFSHOW", v)))
         .output()
         .expect("run book/generate.sh");

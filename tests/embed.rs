@@ -14,13 +14,7 @@ const BETA: &str = "tests/embed/beta.toy";
 
 /// The example binary, built by `cargo test` with the tests.
 fn embed_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    // target/release/deps/embed-HASH -> target/release/examples/embed
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/embed")
+    common::release_dir().join("examples/embed")
 }
 
 fn embed(args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -31,6 +31,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+import cargo_dirs  # noqa: E402 (bench/cargo_dirs.py)
 TIERS = [("interp", ["--no-jit"]), ("default", []), ("eager", ["--jit-threshold", "0"])]
 STATS = re.compile(r"^jit-stats: .*: (\d+) us$", re.M)
 
@@ -54,7 +56,7 @@ def run_once(toyvm, flags, script):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--toyvm", default=os.path.join(ROOT, "target/release/toyvm"))
+    ap.add_argument("--toyvm", default=os.path.join(cargo_dirs.release_dir(), "toyvm"))
     ap.add_argument("--shapes", default="warm,small,fewhot,huge,calc")
     ap.add_argument("--extra", action="append", default=[], help="NAME=PATH of another toyvm")
     args = ap.parse_args()

@@ -3,7 +3,7 @@
 //! work through the Rust API, measured in one process and one run.
 //!
 //! The C API is reached the way a C VM would load it as a plugin:
-//! `dlopen("target/release/libperfsupport.so")`. Run through
+//! `dlopen` of `libperfsupport.so` in Cargo's release directory. Run through
 //! `bench/capi_cost.sh`, which builds the library first and prints a
 //! markdown table (rows: operation; columns: ns per call for C and Rust, and
 //! their ratio). Each figure is the best of several rounds.
@@ -68,13 +68,14 @@ fn best_ns(rounds: usize, calls: usize, mut op: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let lib_path = CString::new(
-        root.join("target/release/libperfsupport.so")
-            .to_str()
-            .unwrap(),
-    )
-    .unwrap();
+    // Cargo's release directory, where it built this bench
+    // (`DIR/deps/capi_cost-HASH`), wherever `CARGO_TARGET_DIR` points.
+    let exe = std::env::current_exe().expect("the bench's path");
+    let release = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("DIR/deps/");
+    let lib_path = CString::new(release.join("libperfsupport.so").to_str().unwrap()).unwrap();
     // SAFETY: a C string; the library has no constructors with preconditions.
     let lib = unsafe { libc::dlopen(lib_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     assert!(

@@ -9,7 +9,7 @@ mod venv;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{minijit, repo_root, run_ok, scratch};
+use support::{library_dir, minijit, repo_root, run_ok, scratch};
 
 const LEAF: &str = "minijit:leaf:3:minijit.mj";
 const MIDDLE: &str = "minijit:middle:8:minijit.mj";
@@ -95,7 +95,7 @@ print("samples", len(stats.profiles))
 
 #[test]
 fn toyvm_report_reads_the_profile() {
-    let toyvm = repo_root().join("target/release/toyvm");
+    let toyvm = library_dir().join("toyvm");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run_ok(
         Command::new(cargo)

@@ -33,6 +33,17 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Cargo's release directory, where it built this test (and toyvm, the
+/// examples and libperfsupport beside it): derived from the test's own path
+/// (`DIR/deps/TEST-HASH`), so it holds wherever `CARGO_TARGET_DIR` points.
+pub fn release_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let deps = exe.parent().expect("the test is in deps/");
+    deps.parent()
+        .expect("deps/ is in the release directory")
+        .to_path_buf()
+}
+
 /// Runs `toyvm ARGS...` in the repository root and collects its output.
 pub fn toyvm(args: &[&str]) -> ToyRun {
     toyvm_in(&repo_root(), args, &[])

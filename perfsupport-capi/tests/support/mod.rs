@@ -16,9 +16,15 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The directory holding `libperfsupport.so` and `libperfsupport.a`.
+/// The directory holding `libperfsupport.so` and `libperfsupport.a`:
+/// Cargo's release directory, where it built this test (`DIR/deps/TEST-HASH`),
+/// so it holds wherever `CARGO_TARGET_DIR` points.
 pub fn library_dir() -> PathBuf {
-    repo_root().join("target/release")
+    let exe = std::env::current_exe().expect("the test's path");
+    let deps = exe.parent().expect("the test is in deps/");
+    deps.parent()
+        .expect("deps/ is in the release directory")
+        .to_path_buf()
 }
 
 /// True (and a loud message) when `tool` is missing and this is not CI;
@@ -58,10 +64,16 @@ pub fn build_library() {
     });
 }
 
-/// `pkg-config <args> perfsupport`, split into arguments.
+/// `pkg-config <args> perfsupport`, split into arguments, with the
+/// library directory where Cargo built it ([`library_dir`]; the `.pc`
+/// file's own `libdir` assumes `target/`).
 pub fn pkg_config(args: &[&str]) -> Vec<String> {
     let output = Command::new("pkg-config")
         .args(args)
+        .arg(format!(
+            "--define-variable=libdir={}",
+            library_dir().display()
+        ))
         .arg("perfsupport")
         .env("PKG_CONFIG_PATH", Path::new(env!("CARGO_MANIFEST_DIR")))
         .output()
