@@ -19,7 +19,7 @@
 #   * When code dies: examples/scripts/phases.toy under `--jit-code-limit`
 #     (`--jit-stats`; its perf map with and without the quarantine, checked
 #     for addresses with two names), and the embed example
-#     (target/release/examples/embed, built unless EMBED=PATH) at 20 and 200
+#     (examples/embed in Cargo's release directory, built unless EMBED=PATH) at 20 and 200
 #     VMs; with perf, the same script under `perf record -k 1` +
 #     `perf inject --jit` and reports of its recompiled functions;
 #   * `toyvm run --vmprof` and `toyvm report` (tree, --folded, --flamegraph,
@@ -59,15 +59,18 @@ OUT=${BOOK_OUT:-$ROOT/book/src/generated}
 CHECK=${BOOK_OUT:+1}
 mkdir -p "$OUT"
 
+# Where Cargo builds (CARGO_TARGET_DIR and Cargo configs honoured).
+RELEASE="$("$ROOT/tools/cargo-target-dir")/release"
 if [[ -z ${TOYVM:-} ]]; then
     echo "generate.sh: building (release)" >&2
     cargo build --release --quiet
-    TOYVM="$ROOT/target/release/toyvm"
+    TOYVM="$RELEASE/toyvm"
 fi
 
 # say WORD...: prints the command line `$ WORD...` as the book shows it: the
 # toyvm binary as `toyvm`, paths in the scratch directory or the repository
-# relative, words with spaces or quotes in single quotes.
+# relative, words with spaces or quotes quoted (in double quotes if they hold
+# a single quote and nothing double quotes would expand, else in single).
 say() {
     local line='$' w
     for w in "$@"; do
@@ -75,7 +78,11 @@ say() {
         w=${w//"$WORK/"/}
         w=${w//"$WORK"/.}
         w=${w//"$ROOT/"/}
-        if [[ $w == *[[:space:]\'\"\$]* || -z $w ]]; then w="'${w//\'/\'\\\'\'}'"; fi
+        if [[ $w == *\'* && $w != *[\"\$\`\\]* ]]; then
+            w="\"$w\""
+        elif [[ $w == *[[:space:]\'\"\$]* || -z $w ]]; then
+            w="'${w//\'/\'\\\'\'}'"
+        fi
         line+=" $w"
     done
     echo "$line"
@@ -199,6 +206,14 @@ rm -f "$WORK/disasm-jit.txt"
     "$TOYVM" run --jit-threshold 10 --jit-code-limit 16K --jit-stats examples/scripts/phases.toy 2>&1 |
         grep -v -E ' [0-9]+ us$'
 } >"$OUT/code-dies-stats.txt"
+# A limit the pinned trampolines fill: one warning, and the run interpreted.
+{
+    say "$TOYVM" run --perf --jit-code-limit 4K examples/scripts/profile_demo.toy 10 1000
+    "$TOYVM" run --perf --jit-code-limit 4K examples/scripts/profile_demo.toy 10 1000 2>&1 &
+    pid=$!
+    wait "$pid"
+    rm -f "/tmp/perf-$pid.map"
+} >"$OUT/code-dies-pinned.txt"
 # The perf map of the same run, with the quarantine and without it: the
 # filter prints the pairs of lines that give one address two names.
 # ANCHOR: stale_names
@@ -241,7 +256,7 @@ done
 # however many VMs run in turn (RSS under 16 MB shown as such).
 if [[ -z ${EMBED:-} ]]; then
     cargo build --release --quiet --example embed
-    EMBED="$ROOT/target/release/examples/embed"
+    EMBED="$RELEASE/examples/embed"
 fi
 mkdir -p "$WORK/embed"
 {
@@ -400,7 +415,7 @@ echo "generate.sh: building perfsupport's e2e_vm example" >&2
 if [[ -z ${PERF_E2E:-} ]]; then
     cargo build --release --quiet -p perfsupport --example e2e_vm
 fi
-E2E=${PERF_E2E:-$ROOT/target/release/examples/e2e_vm}
+E2E=${PERF_E2E:-$RELEASE/examples/e2e_vm}
 
 
 "$E2E" "$WORK" >"$WORK/child.out"
@@ -740,7 +755,7 @@ if command -v gdb >/dev/null; then
             -e 'libthread_db' -e '^\[New Thread' -e '^\[Thread .* exited' -e '^\[Inferior' -e '^Kill the program'; }
     # An explicit threshold, as in tests/gdb.rs: spin compiles on the
     # interpreter's thread at its 1000th call, where the breakpoint is hit.
-    session=(-ex 'set breakpoint pending on' -ex 'break -function toy:jit:spin:tests/gdb/hot.toy:5'
+    session=(-ex 'set breakpoint pending on' -ex "break -function 'toy:jit:spin:tests/gdb/hot.toy:5'"
         -ex run -ex 'info line' -ex list -ex up -ex down -ex finish -ex kill
         --args "$TOYVM" run --gdb --jit-threshold 1000 tests/gdb/hot.toy 100)
     {
