@@ -533,7 +533,11 @@ impl CodeGen {
                 for d in batch {
                     self.addresses.remove(&d.id);
                 }
+                // Open (a write failed) or held (making it executable
+                // failed): either way it goes back.
                 self.chunks.abandon();
+                // SAFETY: nothing of the batch was handed out or described.
+                unsafe { self.chunks.free(chunk) };
                 Err(FinishError::Failed(failed))
             }
         }

@@ -22,8 +22,9 @@
 //!   called afterwards, long enough that the interpreted start of each call
 //!   costs more than the compile ([`Jit::whole_after`]).
 //! * **Threshold 0** compiles every function at start, callees first.
-//! * **Trampolines**: with a profiler sink, every function still
-//!   interpreted gets its interpreter-entry trampoline at start.
+//! * **Trampolines**: with a profiler sink, every function gets its
+//!   interpreter-entry trampoline at start, before anything is compiled;
+//!   they are pinned (see `Compiler::trampolines`).
 //! * **Background** (the default tiering): requests go to the compiler
 //!   thread and the interpreter keeps interpreting; the function is asked
 //!   about again every [`POLL`] events, and every ask first installs
@@ -585,8 +586,9 @@ impl Jit {
     /// compiles that found no room ([`MAX_NO_ROOM_TRIES`] in this room
     /// epoch) nor been found too large for the limit, and, once code is
     /// being evicted, compiles are within their share of the run
-    /// ([`BUDGET_SHARE`]). A refused request backs its function off. Callees of a batch that are refused
-    /// themselves are left out of it by [`Jit::hot_batch`].
+    /// ([`BUDGET_SHARE`]). A refused request backs its function off.
+    /// Callees of a batch that are refused themselves are left out of it
+    /// by [`Jit::hot_batch`].
     fn room_allows(&mut self, vm: &mut Vm<'_>, request: &Request) -> bool {
         let (Some(ask), Some(func)) = (Ask::of(request), asker(request)) else {
             return true;
