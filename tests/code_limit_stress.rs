@@ -333,7 +333,7 @@ fn a_function_that_cannot_fit_is_never_compiled_again_and_stats_say_why() {
 /// Peak RSS in KiB of `toyvm ARGS` (from `wait4`, which reaps the child).
 #[allow(clippy::zombie_processes)]
 fn peak_rss_kib(dir: &Path, args: &[&str]) -> i64 {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
+    let child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())

@@ -14,6 +14,8 @@ use libfuzzer_sys::fuzz_target;
 use std::sync::Arc;
 use std::time::Instant;
 
+// The test's seeded generator is not used here (the bytes choose).
+#[allow(dead_code)]
 #[path = "../../tests/stress/program.rs"]
 mod program;
 
