@@ -39,6 +39,8 @@ struct Measured {
     stderr: String,
     /// User plus system CPU seconds of the process and its threads.
     cpu: f64,
+    /// Peak RSS in KiB.
+    peak_kib: i64,
 }
 
 /// Runs `toyvm ARGS` in `dir` and measures its CPU time with `wait4`.
@@ -78,6 +80,7 @@ fn measured(dir: &Path, args: &[&str]) -> Measured {
         stdout: out.join().unwrap().expect("stdout"),
         stderr: err.join().unwrap().expect("stderr"),
         cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        peak_kib: usage.ru_maxrss,
     }
 }
 
@@ -330,26 +333,12 @@ fn a_function_that_cannot_fit_is_never_compiled_again_and_stats_say_why() {
     }
 }
 
-/// Peak RSS in KiB of `toyvm ARGS` (from `wait4`, which reaps the child).
-#[allow(clippy::zombie_processes)]
+/// Peak RSS in KiB of `toyvm ARGS`, which must succeed.
 fn peak_rss_kib(dir: &Path, args: &[&str]) -> i64 {
-    let child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn toyvm");
-    let mut status = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child with valid out-pointers.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4");
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", child.id()));
-    usage.ru_maxrss
+    let run = measured(dir, args);
+    let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", run.pid));
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    run.peak_kib
 }
 
 #[test]

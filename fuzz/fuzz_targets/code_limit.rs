@@ -11,8 +11,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::sync::Arc;
 use std::time::Instant;
+
+#[path = "run.rs"]
+mod run;
+use run::run;
 
 // The test's seeded generator is not used here (the bytes choose).
 #[allow(dead_code)]
@@ -33,20 +36,6 @@ impl program::Choices for Bytes<'_> {
 }
 
 const LIMITS: [usize; 5] = [4 << 10, 8 << 10, 12 << 10, 16 << 10, 64 << 10];
-
-fn run(module: &vm::bytecode::Module, jit: Option<jit::JitOptions>) -> (i32, Vec<u8>, Vec<u8>) {
-    let tier_up = jit.map(|options| {
-        Arc::new(move || jit::tier_up(options.clone())) as vm::driver::TierUpFactory
-    });
-    let options = vm::driver::Options {
-        tier_up,
-        max_heap: 64 << 20,
-        ..vm::driver::Options::default()
-    };
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let status = vm::driver::run_with(module, Vec::new(), &options, &mut out, &mut err);
-    (status, out, err)
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&shape, rest)) = data.split_first() else {

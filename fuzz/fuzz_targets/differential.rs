@@ -9,7 +9,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::sync::Arc;
+
+#[path = "run.rs"]
+mod run;
 
 /// Reads choices from the fuzzer's bytes (zeros when they run out).
 struct Choices<'a> {
@@ -93,21 +95,11 @@ fn program(data: &[u8]) -> String {
 }
 
 fn run(module: &vm::bytecode::Module, threshold: Option<u32>) -> (i32, Vec<u8>, Vec<u8>) {
-    let tier_up = threshold.map(|threshold| {
-        let options = jit::JitOptions {
-            threshold: Some(threshold),
-            ..jit::JitOptions::default()
-        };
-        Arc::new(move || jit::tier_up(options.clone())) as vm::driver::TierUpFactory
+    let options = threshold.map(|threshold| jit::JitOptions {
+        threshold: Some(threshold),
+        ..jit::JitOptions::default()
     });
-    let options = vm::driver::Options {
-        tier_up,
-        max_heap: 64 << 20,
-        ..vm::driver::Options::default()
-    };
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let status = vm::driver::run_with(module, Vec::new(), &options, &mut out, &mut err);
-    (status, out, err)
+    run::run(module, options)
 }
 
 fuzz_target!(|data: &[u8]| {

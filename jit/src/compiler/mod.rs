@@ -122,8 +122,8 @@ pub enum Action {
     /// An eviction ([`Request::Evict`]) or freeing obsolete OSR variants
     /// ([`Request::FreeOsr`]) gave back this many bytes.
     Freed(usize),
-    /// The request took this long (the policy's compile budget once code
-    /// is being evicted).
+    /// The request took this long, less the time the profiler sinks took
+    /// (the policy's compile budget once code is being evicted).
     Spent(Duration),
 }
 
@@ -263,7 +263,7 @@ impl Compiler {
 
     /// Runs `request`, adding what came of it to `out`.
     pub fn run(&mut self, src: &dyn Source, request: &Request, out: &mut Vec<Action>) {
-        let started = Instant::now();
+        let (started, reporting) = (Instant::now(), self.codegen.reporting);
         self.no_room = None;
         match request {
             Request::Compile { funcs, entered } => {
@@ -299,7 +299,8 @@ impl Compiler {
                 room,
             });
         }
-        out.push(Action::Spent(started.elapsed()));
+        let sinks = self.codegen.reporting - reporting;
+        out.push(Action::Spent(started.elapsed().saturating_sub(sinks)));
     }
 
     /// Evicts the coldest code no activation runs in until `needed` bytes

@@ -44,7 +44,7 @@
 //!   variant, entry shims) gets at most [`MAX_NO_ROOM_TRIES`] of them
 //!   between two evictions that free bytes; after that it is not compiled
 //!   until code was freed. Once code is being evicted, compiles may take
-//!   at most a fifth of the run's time from then on (plus 50 ms): code
+//!   at most a third of the run's time from then on (plus 200 ms): code
 //!   evicted again and again never pays for its compiles, so no limit
 //!   makes a run much slower than interpreting it. A batch larger than
 //!   the limit less the pinned
@@ -101,15 +101,23 @@ pub const MAX_NO_ROOM_TRIES: u32 = 3;
 /// most this many times.
 const MAX_DOUBLINGS: u32 = 12;
 
-/// Once code is being evicted, the share of the run's time from then on
-/// that compiles (and evictions) may take, plus [`BUDGET_ALLOWANCE`]: past
-/// it, nothing is compiled until the run has caught up. Code that is
-/// evicted again and again never pays for its compiles; this keeps any
-/// limit from making a run much slower than interpreting it.
-const BUDGET_SHARE: u32 = 5;
+/// Once code is being evicted, compiles (and evictions) may take at most
+/// 1/`BUDGET_SHARE` of the run's time from then on, plus
+/// [`BUDGET_ALLOWANCE`]; past it, nothing is compiled until the run has
+/// caught up. Code that is evicted again and again never pays for its
+/// compiles; this keeps any limit from making a run much slower than
+/// interpreting it: with compiles on the interpreter's thread, `spent <=
+/// (interpreting + spent) / 3 + A` gives at most half the interpreting time
+/// plus 1.5 A (the reliability round's bound: 1.5x plus 0.5 s). The time the
+/// profiler sinks take to register code is not counted (a debugger makes it
+/// slow, and the user asked for it).
+const BUDGET_SHARE: u32 = 3;
 
-/// The compile time always allowed under eviction (see [`BUDGET_SHARE`]).
-const BUDGET_ALLOWANCE: Duration = Duration::from_millis(50);
+/// The compile time always allowed under eviction (see [`BUDGET_SHARE`]):
+/// large enough that a program that only cycles a few functions through a
+/// small cache (the eviction demo) never meets the budget, so its compiles
+/// do not depend on timing.
+const BUDGET_ALLOWANCE: Duration = Duration::from_millis(200);
 
 /// What a compile request is, for the bookkeeping of compiles that found
 /// no room: one count per function and kind.
