@@ -122,8 +122,10 @@ pub enum Action {
     /// An eviction ([`Request::Evict`]) or freeing obsolete OSR variants
     /// ([`Request::FreeOsr`]) gave back this many bytes.
     Freed(usize),
-    /// The request took this long, less the time the profiler sinks took
-    /// (the policy's compile budget once code is being evicted).
+    /// The CPU time of this thread the request took (the policy's compile
+    /// budget once code is being evicted): the profiler sinks' work
+    /// counts, a debugger stopping the process to read a registration
+    /// does not.
     Spent(Duration),
 }
 
@@ -263,7 +265,7 @@ impl Compiler {
 
     /// Runs `request`, adding what came of it to `out`.
     pub fn run(&mut self, src: &dyn Source, request: &Request, out: &mut Vec<Action>) {
-        let (started, reporting) = (Instant::now(), self.codegen.reporting);
+        let started = thread_cpu_time();
         self.no_room = None;
         match request {
             Request::Compile { funcs, entered } => {
@@ -299,8 +301,7 @@ impl Compiler {
                 room,
             });
         }
-        let sinks = self.codegen.reporting - reporting;
-        out.push(Action::Spent(started.elapsed().saturating_sub(sinks)));
+        out.push(Action::Spent(thread_cpu_time().saturating_sub(started)));
     }
 
     /// Evicts the coldest code no activation runs in until `needed` bytes
@@ -705,4 +706,27 @@ impl Compiler {
     pub fn fail_region(&mut self, name: Option<String>) {
         self.codegen.fail_region = name;
     }
+}
+
+/// CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    cpu_time(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time the whole process has used (every thread).
+pub fn process_cpu_time() -> Duration {
+    cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn cpu_time(clock: libc::clockid_t) -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid out-pointer; both clocks exist on Linux.
+    let rc = unsafe { libc::clock_gettime(clock, &mut now) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }

@@ -59,7 +59,7 @@
 pub(crate) mod callgraph;
 pub mod cost;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vm::abi::{CallDecision, Countdown, EntryFn, LoopDecision, OsrFn, TierUp, Vm};
 
@@ -108,9 +108,10 @@ const MAX_DOUBLINGS: u32 = 12;
 /// compiles; this keeps any limit from making a run much slower than
 /// interpreting it: with compiles on the interpreter's thread, `spent <=
 /// (interpreting + spent) / 3 + A` gives at most half the interpreting time
-/// plus 1.5 A (the reliability round's bound: 1.5x plus 0.5 s). The time the
-/// profiler sinks take to register code is not counted (a debugger makes it
-/// slow, and the user asked for it).
+/// plus 1.5 A (the reliability round's bound: 1.5x plus 0.5 s). Compiles
+/// are measured in CPU time of the compiling thread: the profiler sinks'
+/// work counts, a debugger stopping the process to read a registration
+/// does not.
 const BUDGET_SHARE: u32 = 3;
 
 /// The compile time always allowed under eviction (see [`BUDGET_SHARE`]):
@@ -296,9 +297,10 @@ pub struct Jit {
     /// The code limit leaves no room for compiled code: nothing is
     /// compiled (the trampolines, if any, are built).
     compiles_off: bool,
-    /// When code was first evicted: the compile budget runs from then on
-    /// ([`BUDGET_SHARE`]).
-    evicting_since: Option<Instant>,
+    /// The process's CPU time when code was first evicted: the compile
+    /// budget runs from then on ([`BUDGET_SHARE`]), in CPU time, so that
+    /// a loaded machine (a long wall clock) does not buy more compiles.
+    evicting_since: Option<Duration>,
     /// Time the compiler spent on requests since then.
     spent_since_evicting: Duration,
 }
@@ -496,7 +498,8 @@ impl Jit {
                     }
                 }
                 Action::Evicted { func, entry } => {
-                    self.evicting_since.get_or_insert_with(Instant::now);
+                    self.evicting_since
+                        .get_or_insert_with(crate::compiler::process_cpu_time);
                     let function = self.function(func);
                     function.state = FnState::Interpreted;
                     function.osr = None;
@@ -621,7 +624,8 @@ impl Jit {
     /// share of the run since ([`BUDGET_SHARE`]).
     fn within_budget(&self) -> bool {
         self.evicting_since.is_none_or(|since| {
-            self.spent_since_evicting <= since.elapsed() / BUDGET_SHARE + BUDGET_ALLOWANCE
+            let run = crate::compiler::process_cpu_time().saturating_sub(since);
+            self.spent_since_evicting <= run / BUDGET_SHARE + BUDGET_ALLOWANCE
         })
     }
 
