@@ -95,10 +95,6 @@ pub struct CodeGen {
     /// Bytes of the chunks of pinned batches (never freed before the
     /// `CodeGen` is dropped).
     pinned: usize,
-    /// Time spent in the profiler sinks (registering and retiring code),
-    /// which the policy's compile budget leaves out: a debugger attached
-    /// makes it slow, and the user asked for those outputs.
-    pub reporting: std::time::Duration,
     ctx: Context,
     fctx: FunctionBuilderContext,
     isa: OwnedTargetIsa,
@@ -249,7 +245,6 @@ impl CodeGen {
             live: HashMap::new(),
             limit: usize::MAX,
             pinned: 0,
-            reporting: std::time::Duration::ZERO,
             ctx: module.make_context(),
             fctx: FunctionBuilderContext::new(),
             cie: isa.create_systemv_cie(),
@@ -489,10 +484,7 @@ impl CodeGen {
             // has dropped the registrations.
             unsafe { live.unwind.register(eh_frame) };
         }
-        let reporting = std::time::Instant::now();
-        let failures = profilers.register(&regions);
-        self.reporting += reporting.elapsed();
-        for failure in failures {
+        for failure in profilers.register(&regions) {
             warnings.push(format!("toyvm: warning: {failure}"));
         }
         if vmprof_lines {
@@ -624,10 +616,7 @@ impl CodeGen {
         let ranges: Vec<(usize, usize)> = live.ranges.clone();
         let live_ids = std::mem::take(&mut live.ids);
         live.withdraw();
-        let reporting = std::time::Instant::now();
-        let failures = profilers.retire(&ranges);
-        self.reporting += reporting.elapsed();
-        for failure in failures {
+        for failure in profilers.retire(&ranges) {
             warnings.push(format!("toyvm: warning: {failure}"));
         }
         for (id, at) in live_ids {
