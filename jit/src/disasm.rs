@@ -10,7 +10,9 @@
 
 use std::fmt::Write as _;
 
-use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
+use iced_x86::{
+    Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter, SymbolResolver, SymbolResult,
+};
 use vm::abi::Vm;
 use vm::bytecode::Module;
 
@@ -99,7 +101,8 @@ fn render(listing: &Listing, module: &Module, out: &mut String) {
     out.push_str(&listing.ir);
     let _ = writeln!(out, "-- machine code");
     let mut decoder = Decoder::with_ip(64, &listing.code, listing.address, DecoderOptions::NONE);
-    let mut formatter = IntelFormatter::new();
+    let region = listing.address..listing.address + listing.code.len() as u64;
+    let mut formatter = IntelFormatter::with_options(Some(Box::new(InRegion(region))), None);
     let mut insn = Instruction::default();
     let mut text = String::new();
     let mut row = 0;
@@ -122,6 +125,26 @@ fn render(listing: &Listing, module: &Module, out: &mut String) {
         let _ = writeln!(out, "  {:#x} +{offset:<4} {text}", insn.ip());
     }
     out.push('\n');
+}
+
+/// Names a jump or call target inside the region by its offset (`<+40>`,
+/// as the listing's offset column counts), so a listing reads the same on
+/// every run; targets elsewhere keep their runtime address.
+struct InRegion(std::ops::Range<u64>);
+
+impl SymbolResolver for InRegion {
+    fn symbol(
+        &mut self,
+        _instruction: &Instruction,
+        _operand: u32,
+        _instruction_operand: Option<u32>,
+        address: u64,
+        _address_size: u32,
+    ) -> Option<SymbolResult<'_>> {
+        self.0.contains(&address).then(|| {
+            SymbolResult::with_string(address, format!("<+{}>", address - self.0.start))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -163,6 +186,26 @@ mod tests {
         (listings.into_iter())
             .map(|l| (l.name, body(&l.ir), l.code.len()))
             .collect()
+    }
+
+    #[test]
+    fn jumps_inside_a_region_show_its_offset() {
+        let module = vm::driver::load("t.toy", PROGRAM.as_bytes()).expect("compiles");
+        let mut diagnostics = Vec::new();
+        let listings = super::listings(&module, &mut diagnostics, None).expect("JIT starts");
+        let f1 = (listings.iter())
+            .find(|l| l.name.starts_with("toy:jit:f1:"))
+            .expect("f1 compiled");
+        let mut out = String::new();
+        super::render(f1, &module, &mut out);
+        // f1's loop jumps back to its header: a jump to `<+N>`, N inside it.
+        let targets: Vec<u64> = (out.lines())
+            .filter_map(|l| l.split_once("<+")?.1.split_once('>')?.0.parse().ok())
+            .collect();
+        assert!(!targets.is_empty(), "{out}");
+        assert!(targets.iter().all(|&t| t < f1.code.len() as u64), "{out}");
+        let absolute = format!("{:X}h", f1.address + targets[0]);
+        assert!(!out.contains(&absolute), "{out}");
     }
 
     #[test]

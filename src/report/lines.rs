@@ -91,8 +91,13 @@ pub fn read_source(frame: &Frame) -> Result<String, String> {
 }
 
 /// Renders the lines report; `source(frame)` gives the text of the file a
-/// frame names, or why it is not shown.
-pub fn render(profile: &VmProfile, source: &dyn Fn(&Frame) -> Result<String, String>) -> String {
+/// frame names, or why it is not shown. Functions and lines under
+/// `min_percent` of all samples (total) are left out, the lines counted.
+pub fn render(
+    profile: &VmProfile,
+    min_percent: f64,
+    source: &dyn Fn(&Frame) -> Result<String, String>,
+) -> String {
     let mut out = String::new();
     let samples = profile.samples;
     if !profile.has_lines {
@@ -116,9 +121,15 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&Frame) -> Result<String, Str
         let Some(by_line) = counts.get(&entry.frame) else {
             continue;
         };
+        if percent(entry.total) < min_percent {
+            continue;
+        }
         let mut rows: Vec<(u32, u64, u64)> = (by_line.iter())
             .map(|(&line, &(total, own))| (line, total, own))
             .collect();
+        let shown = rows.len();
+        rows.retain(|&(_, total, _)| percent(total) >= min_percent);
+        let hidden = shown - rows.len();
         rows.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
         let _ = writeln!(
             out,
@@ -157,6 +168,9 @@ pub fn render(profile: &VmProfile, source: &dyn Fn(&Frame) -> Result<String, Str
         if rows.len() > MAX_LINES {
             let _ = writeln!(out, "  ({} more lines)", rows.len() - MAX_LINES);
         }
+        if hidden > 0 {
+            let _ = writeln!(out, "  ({hidden} lines under {min_percent}% not shown)");
+        }
     }
     out
 }
@@ -184,12 +198,20 @@ mod tests {
         assert_eq!(counts[&1][&4], (2, 2));
         assert_eq!(counts[&1][&3], (2, 1));
         let source = "x\nfn f() {\n  f();\n  spin();\n}\n\n\n\nf();\n";
-        let text = render(&profile, &|frame| {
+        let source = |frame: &Frame| {
             (frame.file == "a.toy")
                 .then(|| source.to_owned())
                 .ok_or_else(|| "missing".to_owned())
-        });
+        };
+        let text = render(&profile, 0.0, &source);
         assert!(text.contains(" 66.7%   66.7%      4  spin();"), "{text}");
+        assert!(text.contains("100.0%    0.0%      9  f();"), "{text}");
+        assert!(!text.contains("not shown"), "{text}");
+        // Over 70%: f's line 3 (66.7%) goes, and is counted; so does the
+        // whole of a function under the limit (none here: f has 100%).
+        let text = render(&profile, 70.0, &source);
+        assert!(!text.contains("  f();\n") && !text.contains("      3  "), "{text}");
+        assert!(text.contains("(2 lines under 70% not shown)"), "{text}");
         assert!(text.contains("100.0%    0.0%      9  f();"), "{text}");
     }
 }

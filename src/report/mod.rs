@@ -62,7 +62,7 @@ pub struct ReportArgs {
     flamegraph: Option<PathBuf>,
 
     /// Leave call-tree nodes under this share of all samples out of the
-    /// report.
+    /// report (and, with --lines, functions and lines).
     #[arg(long, value_name = "PERCENT", default_value_t = 0.5)]
     min_percent: f64,
 
@@ -126,7 +126,7 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
         Format::Text => {
             out.write_all(text::render(profile, args.min_percent).as_bytes())?;
             if args.lines {
-                out.write_all(lines::render(profile, &lines::read_source).as_bytes())?;
+                out.write_all(lines::render(profile, args.min_percent, &lines::read_source).as_bytes())?;
             }
             Ok(())
         }
