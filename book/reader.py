@@ -214,6 +214,8 @@ def canonical(line, numbers=False):
     if numbers:
         line = re.sub(r"\d+(?:\.\d+)?", "N", line)
         line = re.sub(r" *\bN\b *", "  N  ", line)
+    # A rule under a header is as wide as the header, whose counts vary.
+    line = re.sub(r"-{10,}", "-" * 10, line)
     # A column of numbers is padded to its widest value: one blank or many.
     line = re.sub(r" *P% *", "  P%  ", line)
     return re.sub(r"  +", "  ", line.rstrip())
