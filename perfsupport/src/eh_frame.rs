@@ -116,6 +116,16 @@ impl LayoutWriter {
     }
 
     /// The bytes written so far.
+    /// The bytes written so far.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.out.slice()
+    }
+
+    /// How many bytes are written.
+    pub(crate) fn len(&self) -> usize {
+        self.out.len()
+    }
+
     pub(crate) fn into_bytes(self) -> Vec<u8> {
         self.out.into_vec()
     }

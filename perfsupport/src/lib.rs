@@ -81,6 +81,7 @@
 
 #![warn(missing_docs)]
 
+pub mod elf_code;
 pub mod gdb_jit;
 pub mod jitdump;
 pub mod perf_map;
@@ -97,6 +98,7 @@ mod validation;
 
 pub use gimli;
 
+pub use elf_code::ElfCodeFiles;
 pub use gdb_jit::GdbJit;
 pub use jitdump::JitDump;
 pub use perf_map::PerfMap;

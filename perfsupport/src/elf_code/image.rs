@@ -1,0 +1,304 @@
+//! The ELF file of one batch of JIT code: what a profiler that reads only
+//! native code (the OpenTelemetry eBPF profiler, perf without `perf inject`,
+//! eu-stack, bpftrace, samply) needs to unwind and name it.
+//!
+//! ```text
+//! file offset = vaddr   contents                         segment
+//! 0                     ELF header, program headers      (none: never mapped)
+//! PAGE (the page size)  .text: the chunk's bytes, as     PT_LOAD R+X: the VM maps
+//!                       they run (relocated for the      exactly this range over
+//!                       chunk's runtime address)         the chunk, MAP_FIXED
+//! PAGE + len            .eh_frame_hdr, .eh_frame,        PT_LOAD R (read from the
+//!                       .note.gnu.build-id               file, not mapped);
+//!                                                        PT_GNU_EH_FRAME, PT_NOTE
+//! after them            .symtab, .strtab, .shstrtab,     (no segment)
+//!                       section headers
+//! ```
+//!
+//! Why this layout:
+//!
+//! * The file is `ET_DYN` and every loaded segment has `p_vaddr ==
+//!   p_offset`, like a shared library: a tool turns a sampled address into
+//!   a file offset with the mapping's start and page offset (`/proc/PID/maps`,
+//!   perf's MMAP2 `pgoff`), and that offset is also the ELF address its
+//!   symbols and CFI use. The load bias is `chunk start - PAGE`.
+//! * The code segment is the file's *first* `PT_LOAD`: libdwfl (eu-stack)
+//!   takes the lowest mapping of a file as its first segment when it
+//!   computes the bias, and the VM maps only the code.
+//! * `.eh_frame` uses `pcrel|sdata4` addresses and `.eh_frame_hdr` a sorted
+//!   `datarel|sdata4` table, the encodings every unwinder of shared
+//!   libraries reads; every region with unwind info has its FDE.
+//! * The build-id is the SHA-1 of the whole file (with the note's
+//!   descriptor zeroed) and a salt (the publisher's pid, file number and
+//!   chunk address): two files never share one, since fleet backends
+//!   symbolize by build-id.
+
+use crate::eh_frame::{FdeBase, LayoutWriter, write_cie_fde};
+use crate::region::CodeRegion;
+use gimli::constants::{DW_EH_PE_datarel, DW_EH_PE_pcrel, DW_EH_PE_sdata4, DW_EH_PE_udata4};
+use object::elf;
+use object::write::elf::{FileHeader, ProgramHeader, SectionHeader, Sym, Writer};
+use object::Endianness;
+use sha1::{Digest, Sha1};
+use std::io;
+
+/// Bytes of the GNU build-id note: header, "GNU\0", a 20-byte SHA-1.
+const NOTE_SIZE: usize = 12 + 4 + 20;
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, what.to_owned())
+}
+
+/// The ELF machine of the host (the code is the host's).
+pub(crate) fn machine() -> io::Result<elf::Machine> {
+    if cfg!(target_arch = "x86_64") {
+        Ok(elf::EM_X86_64)
+    } else if cfg!(target_arch = "aarch64") {
+        Ok(elf::EM_AARCH64)
+    } else if cfg!(target_arch = "riscv64") {
+        Ok(elf::EM_RISCV)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "JIT code files: no ELF machine for this architecture",
+        ))
+    }
+}
+
+/// The `.eh_frame_hdr` and `.eh_frame` of `regions`, for a file whose
+/// `.text` starts at ELF address `text` and holds the chunk that starts at
+/// runtime address `chunk`; the header at ELF address `at`.
+fn unwind_sections(
+    text: u64,
+    chunk: u64,
+    regions: &[CodeRegion<'_>],
+    at: u64,
+) -> io::Result<(Vec<u8>, Vec<u8>)> {
+    let with_unwind: Vec<_> = regions.iter().filter(|r| r.unwind.is_some()).collect();
+    let hdr_size = 12 + 8 * with_unwind.len() as u64;
+    let eh_at = (at + hdr_size).next_multiple_of(8);
+    let mut writer = LayoutWriter::new(eh_at);
+    // (ELF address of the code, offset of its FDE in .eh_frame)
+    let mut table: Vec<(u64, u64)> = Vec::with_capacity(with_unwind.len());
+    for region in with_unwind {
+        let Some(unwind) = region.unwind else { continue };
+        let vaddr = text + (region.start() - chunk);
+        let cie_at = writer.len() as u64;
+        writer.rebase(vaddr, region.size(), FdeBase::Runtime(region.start()));
+        write_cie_fde(&mut writer, unwind, DW_EH_PE_pcrel | DW_EH_PE_sdata4)?;
+        let bytes = writer.bytes();
+        let cie_length = u32::from_le_bytes(
+            bytes[cie_at as usize..cie_at as usize + 4].try_into().expect("4 bytes"),
+        );
+        table.push((vaddr, cie_at + 4 + u64::from(cie_length)));
+    }
+    let mut eh_frame = writer.into_bytes();
+    eh_frame.extend_from_slice(&[0; 4]);
+    table.sort_unstable();
+    let rel = |to: u64, from: u64| -> io::Result<[u8; 4]> {
+        i32::try_from(to as i64 - from as i64)
+            .map(i32::to_le_bytes)
+            .map_err(|_| invalid("JIT code file: unwind tables farther than 2 GiB from the code"))
+    };
+    let mut hdr = vec![
+        1,
+        (DW_EH_PE_pcrel | DW_EH_PE_sdata4).0,
+        DW_EH_PE_udata4.0,
+        (DW_EH_PE_datarel | DW_EH_PE_sdata4).0,
+    ];
+    hdr.extend_from_slice(&rel(eh_at, at + 4)?);
+    hdr.extend_from_slice(&(table.len() as u32).to_le_bytes());
+    for (code, fde) in table {
+        hdr.extend_from_slice(&rel(code, at)?);
+        hdr.extend_from_slice(&rel(eh_at + fde, at)?);
+    }
+    hdr.resize((eh_at - at) as usize, 0);
+    Ok((hdr, eh_frame))
+}
+
+/// The ELF file of the chunk `code` (its bytes as they run at runtime
+/// address `chunk`) and the regions in it, which must lie inside it;
+/// `.text` at file offset and ELF address `page` (the page size, so the
+/// code maps from the file). `salt` goes into the build-id with the file's
+/// bytes: identical code published twice still gets two build-ids.
+pub fn build(
+    page: u64,
+    chunk: u64,
+    code: &[u8],
+    regions: &[CodeRegion<'_>],
+    salt: &[u8],
+) -> io::Result<Vec<u8>> {
+    const TEXT_ALIGN: u64 = 16;
+    let text = page;
+    let end = chunk
+        .checked_add(code.len() as u64)
+        .ok_or_else(|| invalid("JIT code file: the chunk wraps around the address space"))?;
+    for r in regions {
+        if r.start() < chunk || r.start() + r.size() > end {
+            return Err(invalid(&format!(
+                "JIT code file: region {:?} lies outside its chunk",
+                r.name
+            )));
+        }
+    }
+    let text_size = code.len() as u64;
+    let eh_hdr_at = text + text_size.next_multiple_of(TEXT_ALIGN);
+    let (eh_hdr, eh_frame) = unwind_sections(text, chunk, regions, eh_hdr_at)?;
+    let eh_frame_at = eh_hdr_at + eh_hdr.len() as u64;
+    let note_at = (eh_frame_at + eh_frame.len() as u64).next_multiple_of(4);
+    let ro_end = note_at + NOTE_SIZE as u64;
+
+    let mut out = Vec::new();
+    let mut w = Writer::new(Endianness::Little, true, &mut out);
+    // Reserve, in file order.
+    w.reserve_file_header();
+    w.reserve_program_headers(4);
+    w.reserve_until(text);
+    w.reserve(text_size, 1);
+    w.reserve_until(eh_hdr_at);
+    w.reserve(eh_hdr.len() as u64, 1);
+    w.reserve(eh_frame.len() as u64, 1);
+    w.reserve_until(note_at);
+    w.reserve(NOTE_SIZE as u64, 1);
+    w.reserve_null_section_index();
+    let text_name = w.add_section_name(b".text");
+    let text_index = w.reserve_section_index();
+    let hdr_name = w.add_section_name(b".eh_frame_hdr");
+    w.reserve_section_index();
+    let eh_name = w.add_section_name(b".eh_frame");
+    w.reserve_section_index();
+    let note_name = w.add_section_name(b".note.gnu.build-id");
+    w.reserve_section_index();
+    w.reserve_symtab_section_index();
+    w.reserve_strtab_section_index();
+    w.reserve_shstrtab_section_index();
+    w.reserve_null_symbol_index();
+    let names: Vec<_> = regions.iter().map(|r| w.add_string(r.name.as_bytes())).collect();
+    for _ in regions {
+        w.reserve_symbol_index(Some(text_index));
+    }
+    w.reserve_symtab();
+    let too_big = |e: object::write::Error| invalid(&format!("JIT code file: {e}"));
+    w.reserve_strtab().map_err(too_big)?;
+    w.reserve_shstrtab().map_err(too_big)?;
+    w.reserve_section_headers();
+
+    // Write.
+    w.write_file_header(&FileHeader {
+        os_abi: elf::ELFOSABI_NONE,
+        abi_version: 0,
+        e_type: elf::ET_DYN,
+        e_machine: machine()?,
+        e_entry: 0,
+        e_flags: elf::FileFlags(0),
+    })
+    .map_err(|e| invalid(&format!("JIT code file: {e}")))?;
+    w.write_align_program_headers();
+    w.write_program_header(&ProgramHeader {
+        p_type: elf::PT_LOAD,
+        p_flags: elf::PF_R | elf::PF_X,
+        p_offset: text,
+        p_vaddr: text,
+        p_paddr: text,
+        p_filesz: text_size,
+        p_memsz: text_size,
+        p_align: page,
+    });
+    w.write_program_header(&ProgramHeader {
+        p_type: elf::PT_LOAD,
+        p_flags: elf::PF_R,
+        p_offset: eh_hdr_at,
+        p_vaddr: eh_hdr_at,
+        p_paddr: eh_hdr_at,
+        p_filesz: ro_end - eh_hdr_at,
+        p_memsz: ro_end - eh_hdr_at,
+        p_align: page,
+    });
+    w.write_program_header(&ProgramHeader {
+        p_type: elf::PT_GNU_EH_FRAME,
+        p_flags: elf::PF_R,
+        p_offset: eh_hdr_at,
+        p_vaddr: eh_hdr_at,
+        p_paddr: eh_hdr_at,
+        p_filesz: eh_hdr.len() as u64,
+        p_memsz: eh_hdr.len() as u64,
+        p_align: 4,
+    });
+    w.write_program_header(&ProgramHeader {
+        p_type: elf::PT_NOTE,
+        p_flags: elf::PF_R,
+        p_offset: note_at,
+        p_vaddr: note_at,
+        p_paddr: note_at,
+        p_filesz: NOTE_SIZE as u64,
+        p_memsz: NOTE_SIZE as u64,
+        p_align: 4,
+    });
+    w.pad_until(text);
+    w.write(code);
+    w.pad_until(eh_hdr_at);
+    w.write(&eh_hdr);
+    w.write(&eh_frame);
+    w.pad_until(note_at);
+    let mut note = Vec::with_capacity(NOTE_SIZE);
+    note.extend_from_slice(&4u32.to_le_bytes());
+    note.extend_from_slice(&20u32.to_le_bytes());
+    note.extend_from_slice(&elf::NT_GNU_BUILD_ID.0.to_le_bytes());
+    note.extend_from_slice(b"GNU\0");
+    note.extend_from_slice(&[0; 20]);
+    w.write(&note);
+    w.write_null_symbol();
+    for (r, name) in regions.iter().zip(&names) {
+        let st_name = w.string_offset(Some(*name));
+        w.write_symbol(&Sym {
+            section: Some(text_index.0),
+            st_name,
+            st_info: elf::STB_GLOBAL | elf::STT_FUNC,
+            st_other: elf::STV_DEFAULT.into(),
+            st_shndx: elf::SHN_UNDEF,
+            st_value: text + (r.start() - chunk),
+            st_size: r.size(),
+        });
+    }
+    w.write_strtab();
+    w.write_shstrtab();
+    w.write_null_section_header();
+    let named: Vec<u32> = [text_name, hdr_name, eh_name, note_name]
+        .into_iter()
+        .map(|n| w.section_name_offset(Some(n)))
+        .collect();
+    let section = |sh_name, sh_type, sh_flags, at: u64, size: usize, align| SectionHeader {
+        sh_name,
+        sh_type,
+        sh_flags,
+        sh_addr: at,
+        sh_offset: at,
+        sh_size: size as u64,
+        sh_link: 0,
+        sh_info: 0,
+        sh_addralign: align,
+        sh_entsize: 0,
+    };
+    w.write_section_header(&section(
+        named[0],
+        elf::SHT_PROGBITS,
+        elf::SHF_ALLOC | elf::SHF_EXECINSTR,
+        text,
+        code.len(),
+        TEXT_ALIGN,
+    ));
+    w.write_section_header(&section(named[1], elf::SHT_PROGBITS, elf::SHF_ALLOC, eh_hdr_at, eh_hdr.len(), 4));
+    w.write_section_header(&section(named[2], elf::SHT_PROGBITS, elf::SHF_ALLOC, eh_frame_at, eh_frame.len(), 8));
+    w.write_section_header(&section(named[3], elf::SHT_NOTE, elf::SHF_ALLOC, note_at, NOTE_SIZE, 4));
+    w.write_symtab_section_header(1);
+    w.write_strtab_section_header();
+    w.write_shstrtab_section_header();
+
+    let mut hash = Sha1::new();
+    hash.update(&out);
+    hash.update(salt);
+    let id = hash.finalize();
+    let desc = note_at as usize + 16;
+    out[desc..desc + 20].copy_from_slice(&id);
+    Ok(out)
+}

@@ -1,0 +1,190 @@
+//! JIT code that runs from ELF files: code every native tool can read
+//! without being told about it.
+//!
+//! Fleet profilers built on the OpenTelemetry eBPF profiler read neither
+//! perf maps nor jitdumps: they drop samples in anonymous executable
+//! memory, and unwind and symbolize only executable mappings of real ELF
+//! files (not memfd), from the file's `.eh_frame`, identified by device and
+//! inode, symbolized by build-id. [`ElfCodeFiles::publish`] gives a batch of
+//! finished code exactly that: it writes the batch (its bytes as they run,
+//! `.eh_frame` and `.eh_frame_hdr` for every region with unwind info, a
+//! symbol per region, a GNU build-id) into a new file, and maps the file's
+//! code read+execute over the memory the code was written in, at the same
+//! address. The file is complete before it is mapped and never written
+//! again; the next batch gets the next file. perf (without `perf inject`),
+//! eu-stack, bpftrace and samply read the same files.
+//!
+//! The layout of a file is in [`image`]; the mapping in [`map`].
+//!
+//! The order of work for a VM: write and relocate the batch's code in
+//! read-write memory (page-aligned chunks of its own, nothing else in their
+//! pages), call [`publish`](ElfCodeFiles::publish) (no page is ever
+//! writable and executable at once), run the code; when the code dies,
+//! map the chunk away (a new anonymous mapping over it is enough). Code
+//! placed again at a freed address comes from a new file.
+
+pub mod image;
+mod map;
+
+use crate::region::CodeRegion;
+use crate::safe_file::{WriteMode, create_replacing_stale};
+use parking_lot::Mutex;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The directory a process's code files go to, and the files written so
+/// far.
+#[derive(Debug)]
+pub struct ElfCodeFiles {
+    dir: PathBuf,
+    page: u64,
+    next: Mutex<u64>,
+}
+
+/// Mode of the per-process directory: others may read the files (a
+/// profiler may run as another user), nobody else may add or remove any.
+const DIR_MODE: u32 = 0o755;
+/// Mode of every code file: read-only once written (it is never written
+/// again), readable by every profiler.
+const FILE_MODE: u32 = 0o444;
+
+impl ElfCodeFiles {
+    /// Makes `parent/PREFIX-PID/` (a new directory; an old one left by a
+    /// process with the same pid is reused only if we own it) and checks
+    /// that code can run from files there: a `noexec` mount, a read-only or
+    /// full file system gives an error that names the directory.
+    pub fn create(parent: &Path, prefix: &str) -> io::Result<ElfCodeFiles> {
+        let dir = parent.join(format!("{prefix}-{}", std::process::id()));
+        let context = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("JIT code files in {}: {e}", dir.display()),
+            )
+        };
+        make_own_dir(&dir).map_err(context)?;
+        let files = ElfCodeFiles {
+            dir: dir.clone(),
+            page: map::page_size(),
+            next: Mutex::new(0),
+        };
+        files.probe().map_err(context)?;
+        Ok(files)
+    }
+
+    /// The directory the files go to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The page size the files are laid out for: chunks given to
+    /// [`publish`](Self::publish) start and end on a multiple of it.
+    pub fn page_size(&self) -> u64 {
+        self.page
+    }
+
+    /// Writes a one-page file and maps it executable, once: what fails on a
+    /// `noexec` mount or a full disk fails here, before any code depends on it.
+    fn probe(&self) -> io::Result<()> {
+        let path = self.dir.join("probe");
+        let mut file = create_replacing_stale(&path, FILE_MODE, WriteMode::ReadWrite)?;
+        let written = file.write_all(&vec![0u8; self.page as usize]);
+        let mapped = written.and_then(|()| map::probe_exec(&file, self.page as usize));
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        mapped
+    }
+
+    /// Publishes a batch: writes `dir/code-N.so` for the chunk of code that
+    /// starts at `chunk` and is `len` bytes long (page-aligned, the batch's
+    /// final bytes, relocated for that address) and the `regions` in it,
+    /// then maps the file's code read+execute over the chunk. Returns the
+    /// file's path.
+    ///
+    /// # Errors
+    ///
+    /// An unaligned chunk, a region outside it, a region name the ELF
+    /// cannot hold, a failed write or mapping: the chunk is then unchanged
+    /// (still read-write) and the caller makes it executable as before.
+    ///
+    /// # Safety
+    ///
+    /// `[chunk, chunk + len)` must be memory the caller mapped (read-write,
+    /// private) and owns: nothing else lives in those pages, nothing writes
+    /// them during the call, and `regions` borrow code inside it. On
+    /// success the pages are a read-only, executable mapping of the file
+    /// with the same contents.
+    pub unsafe fn publish(
+        &self,
+        chunk: usize,
+        len: usize,
+        regions: &[CodeRegion<'_>],
+    ) -> io::Result<PathBuf> {
+        if chunk as u64 % self.page != 0 || len as u64 % self.page != 0 || len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "JIT code files: a chunk must start and end on a page boundary",
+            ));
+        }
+        crate::validate_ranges(&[(chunk, len)])?;
+        for region in regions {
+            region.validate()?;
+        }
+        // SAFETY: the caller guarantees [chunk, chunk + len) is mapped,
+        // readable and not written during the call.
+        let code = unsafe { std::slice::from_raw_parts(chunk as *const u8, len) };
+        let number = {
+            let mut next = self.next.lock();
+            *next += 1;
+            *next
+        };
+        let salt = [
+            u64::from(std::process::id()).to_le_bytes(),
+            number.to_le_bytes(),
+            (chunk as u64).to_le_bytes(),
+        ]
+        .concat();
+        let bytes = image::build(self.page, chunk as u64, code, regions, &salt)?;
+        let path = self.dir.join(format!("code-{number}.so"));
+        let mut file = create_replacing_stale(&path, FILE_MODE, WriteMode::ReadWrite)?;
+        let result = file.write_all(&bytes).and_then(|()| {
+            // SAFETY: the caller's contract; the file holds the chunk's
+            // bytes at offset `page`, so the mapping shows the same code.
+            unsafe { map::map_code(&file, self.page, chunk, len) }
+        });
+        drop(file);
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&path);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("JIT code file {}: {e}", path.display()),
+            ));
+        }
+        Ok(path)
+    }
+}
+
+/// Creates `dir` (mode [`DIR_MODE`]), or takes an existing one that is a
+/// real directory (not a symlink) owned by us.
+fn make_own_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(dir)?;
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if !meta.file_type().is_dir() || meta.uid() != me {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "exists and is not a directory of ours",
+                ));
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    // The umask may have narrowed the mode; others must not write.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+}
+
+#[cfg(test)]
+mod tests;

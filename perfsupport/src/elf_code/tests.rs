@@ -1,0 +1,180 @@
+use super::image;
+use crate::region::CodeRegion;
+use crate::unwind::CallFrameInfo;
+use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
+use object::Endianness;
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::{Object, ObjectSection, ObjectSymbol};
+
+/// `push rbp; mov rbp, rsp; mov eax, 42; pop rbp; ret`: returns 42.
+const FORTY_TWO: [u8; 11] = [0x55, 0x48, 0x89, 0xe5, 0xb8, 0x2a, 0, 0, 0, 0x5d, 0xc3];
+
+/// A page of code with two functions (at +0 and +32), with unwind
+/// info, as the ELF writer sees it.
+fn page_with_two() -> (Vec<u8>, CallFrameInfo, CallFrameInfo) {
+    let mut code = vec![0xccu8; 4096];
+    code[..11].copy_from_slice(&FORTY_TWO);
+    code[32..43].copy_from_slice(&FORTY_TWO);
+    (
+        code,
+        CallFrameInfo::x86_64_frame_pointer(11).expect("cfi"),
+        CallFrameInfo::x86_64_frame_pointer(11).expect("cfi"),
+    )
+}
+
+fn regions<'a>(
+    code: &'a [u8],
+    a: &'a CallFrameInfo,
+    b: &'a CallFrameInfo,
+) -> Vec<CodeRegion<'a>> {
+    vec![
+        CodeRegion::new(&code[..11], "toy:jit:one:t.toy:1").with_unwind(a.unwind_info()),
+        CodeRegion::new(&code[32..43], "toy:jit:two:t.toy:2").with_unwind(b.unwind_info()),
+    ]
+}
+
+#[test]
+fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
+    let (code, a, b) = page_with_two();
+    let chunk = code.as_ptr() as u64;
+    let regions = regions(&code, &a, &b);
+    let bytes = image::build(4096, chunk, &code, &regions, b"one").expect("image");
+    let file = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
+    let header = file.elf_header();
+    assert_eq!(header.e_type(Endianness::Little), object::elf::ET_DYN);
+    // The first PT_LOAD is the code, read+execute, offset == address == page.
+    let loads: Vec<_> = (file.elf_program_headers().iter())
+        .filter(|p| p.p_type(Endianness::Little) == object::elf::PT_LOAD)
+        .collect();
+    let text = loads[0];
+    assert_eq!(text.p_offset(Endianness::Little), 4096);
+    assert_eq!(text.p_vaddr(Endianness::Little), 4096);
+    assert_eq!(text.p_filesz(Endianness::Little), 4096);
+    assert_eq!(text.p_flags(Endianness::Little), object::elf::PF_R | object::elf::PF_X);
+    assert_eq!(&bytes[4096..8192], &code[..], "the code, as it runs");
+    assert!(
+        (file.elf_program_headers().iter())
+            .any(|p| p.p_type(Endianness::Little) == object::elf::PT_GNU_EH_FRAME)
+    );
+    // One symbol per region, at its ELF address.
+    let symbols: Vec<_> = file
+        .symbols()
+        .map(|s| (s.name().expect("name").to_owned(), s.address(), s.size()))
+        .collect();
+    assert_eq!(
+        symbols,
+        [
+            ("toy:jit:one:t.toy:1".to_owned(), 4096, 11),
+            ("toy:jit:two:t.toy:2".to_owned(), 4096 + 32, 11)
+        ]
+    );
+    // .eh_frame_hdr finds an FDE covering every byte of each region.
+    let section = |name: &str| {
+        let s = file.section_by_name(name).expect(name);
+        (s.address(), s.data().expect("data").to_vec())
+    };
+    let (hdr_at, hdr) = section(".eh_frame_hdr");
+    let (eh_at, eh) = section(".eh_frame");
+    let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_at).set_eh_frame(eh_at);
+    let hdr = EhFrameHdr::new(&hdr, LittleEndian).parse(&bases, 8).expect("hdr");
+    let table = hdr.table().expect("a search table");
+    let eh_frame = EhFrame::new(&eh, LittleEndian);
+    for (start, name) in [(4096u64, "one"), (4096 + 32, "two")] {
+        for pc in start..start + 11 {
+            let fde = table
+                .fde_for_address(&eh_frame, &bases, pc, EhFrame::cie_from_offset)
+                .unwrap_or_else(|e| panic!("{name}: no FDE for {pc:#x}: {e}"));
+            assert_eq!((fde.initial_address(), fde.len()), (start, 11), "{name}");
+        }
+    }
+    assert!(table.fde_for_address(&eh_frame, &bases, 4096 + 20, EhFrame::cie_from_offset).is_err());
+    // A GNU build-id of 20 bytes, different for the same code published
+    // again (another salt).
+    let id = file.build_id().expect("read").expect("a build-id").to_vec();
+    assert_eq!(id.len(), 20);
+    let again = image::build(4096, chunk, &code, &regions, b"two").expect("image");
+    let other = ElfFile64::<Endianness>::parse(&*again).expect("ELF");
+    assert_ne!(other.build_id().expect("read").expect("id"), &id[..]);
+    assert_eq!(bytes.len(), again.len());
+}
+
+#[test]
+fn a_region_outside_its_chunk_is_refused() {
+    let (code, a, b) = page_with_two();
+    let regions = regions(&code, &a, &b);
+    let elsewhere = code.as_ptr() as u64 + 8192;
+    let err = image::build(4096, elsewhere, &code, &regions, b"").expect_err("refused");
+    assert!(err.to_string().contains("outside its chunk"), "{err}");
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn published_code_runs_from_its_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = super::ElfCodeFiles::create(dir.path(), "toyvm").expect("files");
+    let page = files.page_size() as usize;
+    // SAFETY: a fresh private anonymous mapping, owned by this test.
+    let chunk = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(chunk, libc::MAP_FAILED);
+    let start = chunk as usize;
+    // SAFETY: the page just mapped read-write.
+    let code = unsafe { std::slice::from_raw_parts_mut(chunk.cast::<u8>(), page) };
+    code[..11].copy_from_slice(&FORTY_TWO);
+    let cfi = CallFrameInfo::x86_64_frame_pointer(11).expect("cfi");
+    let region = CodeRegion::new(&code[..11], "toy:jit:answer:t.toy:1").with_unwind(cfi.unwind_info());
+    // SAFETY: the page is ours and nothing writes it from here on.
+    let path = unsafe { files.publish(start, page, &[region]) }.expect("published");
+    // The page is now the file's code, read+execute, file-backed.
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let line = maps
+        .lines()
+        .find(|l| l.starts_with(&format!("{start:x}-")))
+        .expect("the chunk's mapping");
+    assert!(line.contains(" r-xp ") && line.ends_with(path.to_str().expect("utf-8")), "{line}");
+    assert_eq!(std::fs::metadata(&path).expect("file").permissions().mode() & 0o777, 0o444);
+    // SAFETY: the page holds FORTY_TWO at its start, executable now.
+    let answer: extern "C" fn() -> i32 = unsafe { std::mem::transmute(chunk) };
+    assert_eq!(answer(), 42);
+    // The next batch goes into a new file.
+    assert!(path.ends_with("code-1.so"), "{}", path.display());
+    // binutils reads it without a complaint, CFI included.
+    if let Ok(out) = std::process::Command::new("readelf")
+        .args(["-lSsW", "--debug-dump=frames"])
+        .arg(&path)
+        .output()
+    {
+        let (text, errors) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && errors.is_empty(), "{errors}");
+        for want in ["GNU_EH_FRAME", "toy:jit:answer:t.toy:1", "DW_CFA_def_cfa_register: r6 (rbp)"] {
+            assert!(text.contains(want), "{want} in:\n{text}");
+        }
+        eprintln!("{text}");
+    }
+    // SAFETY: the mapping made above, not used any more.
+    unsafe { libc::munmap(chunk, page) };
+}
+
+#[test]
+fn a_noexec_directory_is_reported_at_creation() {
+    // /dev/shm is mounted noexec on most systems; where it is not, the
+    // creation succeeds and there is nothing to check.
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).expect("temp dir in /dev/shm");
+    match super::ElfCodeFiles::create(dir.path(), "toyvm") {
+        Ok(files) => assert!(files.dir().starts_with(dir.path())),
+        Err(e) => assert!(e.to_string().contains(&dir.path().display().to_string()), "{e}"),
+    }
+}
