@@ -101,6 +101,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(perfsupport::JitDump::default_dir)
         }),
         gdb: args.gdb,
+        elf_dir: None,
         stats: false,
         code_limit: args.jit_code_limit,
     });

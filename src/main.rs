@@ -85,8 +85,8 @@ struct RunArgs {
     #[arg(long)]
     perf_jitdump: bool,
 
-    /// Directory of the jitdump [default: $JITDUMPDIR, else /tmp; an empty
-    /// JITDUMPDIR counts as unset]. It must not start with /tmp/perf- (perf
+    /// Directory of the jitdump and of --jit-elf's files [default:
+    /// $JITDUMPDIR, else /tmp; an empty JITDUMPDIR counts as unset]. It must not start with /tmp/perf- (perf
     /// would misread the files there).
     #[arg(long, value_name = "DIR", value_parser = non_empty_path)]
     perf_dir: Option<PathBuf>,
@@ -96,11 +96,19 @@ struct RunArgs {
     #[arg(long)]
     gdb: bool,
 
+    /// Run compiled code from ELF files toyvm writes (one per batch, with
+    /// symbols, .eh_frame and a build-id) into DIR/toyvm-PID/ (DIR as for
+    /// --perf-dir), so perf without inject, eu-stack, bpftrace, samply and
+    /// fleet profilers see it as native code; trampolines as for --perf.
+    /// The files stay after the run.
+    #[arg(long)]
+    jit_elf: bool,
+
     /// Most bytes of executable memory the JIT may hold at once (K, M or
     /// G suffixes; default 256M, whole pages): when new code would not fit,
     /// the coldest compiled functions that are not running are evicted (they
     /// run interpreted and may be compiled again). The trampolines of
-    /// --perf, --perf-jitdump and --gdb are never evicted and count against
+    /// --perf, --perf-jitdump, --gdb and --jit-elf are never evicted and count against
     /// it (about 300 bytes a function); a limit they fill compiles nothing,
     /// with one warning.
     #[arg(long, value_name = "SIZE", value_parser = jit::parse_size, conflicts_with = "no_jit")]
@@ -288,14 +296,21 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         perf_map: run.perf,
         jitdump_dir: (run.perf_jitdump).then(|| {
             run.perf_dir
+                .clone()
                 .unwrap_or_else(perfsupport::JitDump::default_dir)
         }),
         gdb: run.gdb,
+        elf_dir: (run.jit_elf).then(|| {
+            run.perf_dir
+                .clone()
+                .unwrap_or_else(perfsupport::JitDump::default_dir)
+        }),
         stats: run.jit_stats,
         code_limit: run.jit_code_limit,
     };
     // Pure interpretation needs no hook at all: calls take the fastest path.
-    let wanted = jit_options.threshold.is_some() || run.perf || run.perf_jitdump || run.gdb;
+    let wanted =
+        jit_options.threshold.is_some() || run.perf || run.perf_jitdump || run.gdb || run.jit_elf;
     let tier_up: Option<vm::driver::TierUpFactory> = wanted.then(|| {
         let make = move || jit::tier_up(jit_options.clone());
         std::sync::Arc::new(make) as vm::driver::TierUpFactory

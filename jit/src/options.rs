@@ -86,6 +86,9 @@ pub struct JitOptions {
     /// Publish compiled code to debuggers through the GDB JIT interface
     /// (and build trampolines, so interpreted frames are named too).
     pub gdb: bool,
+    /// Run compiled code from ELF files written into `DIR/toyvm-PID/`
+    /// (`--jit-elf`): native code to every tool that reads mapped files.
+    pub elf_dir: Option<PathBuf>,
     /// Report each compile's time on the VM's diagnostics (stderr).
     pub stats: bool,
     /// Most bytes of executable memory held at once (`--jit-code-limit`);

