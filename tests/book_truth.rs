@@ -75,7 +75,13 @@ fn every_command_of_the_book_prints_what_the_book_shows() {
     // test was written, and no more than five shown but not run.
     let ran: usize = report
         .lines()
-        .find_map(|l| l.strip_prefix("reader.py: ")?.split_once(" commands run")?.0.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix("reader.py: ")?
+                .split_once(" commands run")?
+                .0
+                .parse()
+                .ok()
+        })
         .expect("the report counts the commands");
     if !report.contains("SKIPPED") {
         assert!(ran >= 150, "only {ran} commands ran:\n{report}");
@@ -92,7 +98,10 @@ fn the_comparison_notices_what_it_must() {
     let text = String::from_utf8_lossy(&output.stdout);
     eprintln!("{text}{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "{text}");
-    assert!(text.lines().filter(|l| l.contains(" ok ")).count() >= 20, "{text}");
+    assert!(
+        text.lines().filter(|l| l.contains(" ok ")).count() >= 20,
+        "{text}"
+    );
 }
 
 /// The `self` change of `function` in the rows the book shows for
@@ -102,9 +111,10 @@ fn self_change(rows: &str, function: &str) -> f64 {
         .lines()
         .find(|l| l.split_whitespace().nth(3) == Some(function))
         .unwrap_or_else(|| panic!("no {function} row in:\n{rows}"));
-    row.split_whitespace().nth(2).and_then(|c| c.parse().ok()).unwrap_or_else(|| {
-        panic!("no self change in {row:?}")
-    })
+    row.split_whitespace()
+        .nth(2)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no self change in {row:?}"))
 }
 
 #[test]
@@ -116,10 +126,19 @@ fn the_diff_prose_follows_the_shares_it_explains() {
     let middle = self_change(rows, "middle");
     let inner = self_change(rows, "inner_hot");
     // The prose right after the block, with its line breaks as blanks.
-    let prose = chapter[at..].split("```").nth(1).expect("prose after the block");
+    let prose = chapter[at..]
+        .split("```")
+        .nth(1)
+        .expect("prose after the block");
     let prose = prose.split_whitespace().collect::<Vec<_>>().join(" ");
-    let (gained, lost) = ("`middle`'s own code gained share from `inner_hot`", "`middle`'s own code lost share to `inner_hot`");
-    assert!(middle * inner < 0.0, "the two shares move apart: {middle}, {inner}");
+    let (gained, lost) = (
+        "`middle`'s own code gained share from `inner_hot`",
+        "`middle`'s own code lost share to `inner_hot`",
+    );
+    assert!(
+        middle * inner < 0.0,
+        "the two shares move apart: {middle}, {inner}"
+    );
     let said = if middle > 0.0 { gained } else { lost };
     assert!(
         prose.contains(said),
@@ -130,9 +149,16 @@ fn the_diff_prose_follows_the_shares_it_explains() {
 
 /// `key=NUMBER` in `text`, after `from`.
 fn field(text: &str, from: &str, key: &str) -> u64 {
-    let rest = &text[text.find(from).unwrap_or_else(|| panic!("{from} not found"))..];
-    let at = rest.find(&format!("{key}=")).unwrap_or_else(|| panic!("{key}= not found"));
-    let digits: String = rest[at + key.len() + 1..].chars().take_while(char::is_ascii_digit).collect();
+    let rest = &text[text
+        .find(from)
+        .unwrap_or_else(|| panic!("{from} not found"))..];
+    let at = rest
+        .find(&format!("{key}="))
+        .unwrap_or_else(|| panic!("{key}= not found"));
+    let digits: String = rest[at + key.len() + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().expect("a number")
 }
 
@@ -141,14 +167,17 @@ fn the_layout_picture_puts_the_next_region_where_perfsupport_does() {
     // The first region of the jitdump the chapter decodes: its code size and
     // the size of its unwind payload.
     let chapter = book("jitdump.md");
-    let records = &chapter[chapter.find("$ toyvm jitdump --redact").expect("the decoded dump")..];
+    let records = &chapter[chapter
+        .find("$ toyvm jitdump --redact")
+        .expect("the decoded dump")..];
     let unwind = field(records, "UNWINDING_INFO (id", "unwind_data_size");
     let code = field(records, "CODE_LOAD (id", "code_size");
     let align = |n: u64, to: u64| n.div_ceil(to) * to;
     let marker = perfsupport::unwind::MARKER_LEN as u64;
     let next = align(align(code + marker, 8) + unwind, 16);
-    let svg = std::fs::read_to_string(common::repo_root().join("book/src/images/jitdump-layout.svg"))
-        .expect("the picture");
+    let svg =
+        std::fs::read_to_string(common::repo_root().join("book/src/images/jitdump-layout.svg"))
+            .expect("the picture");
     let label = svg
         .split("id=\"next-region-address\"")
         .nth(1)

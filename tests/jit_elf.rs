@@ -5,6 +5,7 @@
 //! * `perf record -g` and `perf report`: the hot Toy function named from
 //!   its file, and its samples' stacks whole to `main`;
 //! * `eu-stack -p PID` on a running toyvm: JIT frames named, down to `main`;
+//! * bpftrace's `ustack`: JIT frames named, with no perf map;
 //! * what the OpenTelemetry eBPF profiler relies on (it cannot be built
 //!   here; its conditions, from its sources: an executable mapping of a
 //!   real file, not memfd, identified by device and inode; unwound from the
@@ -14,7 +15,7 @@
 //!   with a build-id unique among them, one per file written, and every
 //!   file is byte for byte the same at exit as when it was first seen.
 //!
-//! perf and eu-stack are skipped loudly on a machine without them, and
+//! perf, eu-stack and bpftrace are skipped loudly on a machine without them, and
 //! fail the test under `CI=true`.
 
 mod common;
@@ -108,12 +109,17 @@ fn every_code_mapping_is_an_elf_file_a_fleet_profiler_can_use() {
         .expect("the run's directory")
         .map(|e| e.expect("entry").path())
         .collect();
-    assert!(!mappings.is_empty(), "no executable mapping of a file in {}", hot.dir.display());
+    assert!(
+        !mappings.is_empty(),
+        "no executable mapping of a file in {}",
+        hot.dir.display()
+    );
     // One mapping per file written (nothing evicted yet): every batch.
     let mapped: BTreeSet<PathBuf> = mappings.iter().map(|m| m.3.clone()).collect();
     assert_eq!(mapped, files, "every file written is mapped, once");
     assert_eq!(mappings.len(), files.len());
-    let first_seen: BTreeMap<PathBuf, Vec<u8>> = files.iter().map(|f| (f.clone(), sha1_of(f))).collect();
+    let first_seen: BTreeMap<PathBuf, Vec<u8>> =
+        files.iter().map(|f| (f.clone(), sha1_of(f))).collect();
     let mut build_ids = BTreeSet::new();
     let mut functions = 0;
     for (start, end, offset, path) in &mappings {
@@ -121,16 +127,29 @@ fn every_code_mapping_is_an_elf_file_a_fleet_profiler_can_use() {
         let elf = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
         // The mapping's file offset is the ELF address of its first byte.
         let load = (elf.elf_program_headers().iter())
-            .find(|p| p.p_type(Endianness::Little) == object::elf::PT_LOAD)
-            .expect("a PT_LOAD");
+            .find(|p| {
+                p.p_type(Endianness::Little) == object::elf::PT_LOAD
+                    && (p.p_flags(Endianness::Little) & object::elf::PF_X) == object::elf::PF_X
+            })
+            .expect("an executable PT_LOAD");
         assert_eq!(load.p_offset(Endianness::Little), *offset);
         assert_eq!(load.p_vaddr(Endianness::Little), *offset);
         assert_eq!(load.p_filesz(Endianness::Little), end - start);
-        let id = elf.build_id().expect("notes").expect("a GNU build-id").to_vec();
-        assert!(build_ids.insert(id), "{}: a build-id seen before", path.display());
+        let id = elf
+            .build_id()
+            .expect("notes")
+            .expect("a GNU build-id")
+            .to_vec();
+        assert!(
+            build_ids.insert(id),
+            "{}: a build-id seen before",
+            path.display()
+        );
         // Every byte of every function has its FDE through .eh_frame_hdr.
         let section = |name: &str| {
-            let s = elf.section_by_name(name).unwrap_or_else(|| panic!("{name}"));
+            let s = elf
+                .section_by_name(name)
+                .unwrap_or_else(|| panic!("{name}"));
             (s.address(), s.data().expect("data").to_vec())
         };
         let (hdr_at, hdr) = section(".eh_frame_hdr");
@@ -158,7 +177,12 @@ fn every_code_mapping_is_an_elf_file_a_fleet_profiler_can_use() {
     assert!(functions >= 5, "trampolines and compiled code: {functions}");
     drop(hot);
     for (path, hash) in &first_seen {
-        assert_eq!(&sha1_of(path), hash, "{} changed after it was read", path.display());
+        assert_eq!(
+            &sha1_of(path),
+            hash,
+            "{} changed after it was read",
+            path.display()
+        );
     }
     eprintln!(
         "jit_elf: {} files, {} mappings, {functions} functions checked",
@@ -205,35 +229,54 @@ fn perf_names_compiled_code_from_its_files_without_a_perf_map() {
     if !common::tool_or_skip(TEST, "perf", common::PERF_RECORD_PROBE) {
         return;
     }
-    let work = PerfWork::new("jit-elf");
+    // Frame pointers, then DWARF unwinding from the files' .eh_frame.
+    perf_sees_whole_stacks("fp", &["-g"]);
+    perf_sees_whole_stacks("dwarf", &["--call-graph", "dwarf"]);
+}
+
+/// Records profile_demo.toy under `--jit-elf` with the call graph option
+/// `call_graph`: most samples in compiled `inner_hot`, 90% of them with the
+/// chain down to `main`, and no perf map.
+fn perf_sees_whole_stacks(tag: &str, call_graph: &[&str]) {
+    let work = PerfWork::new(&format!("jit-elf-{tag}"));
+    let mut args = vec!["record", "-q"];
+    args.extend_from_slice(call_graph);
     let out = work.perf(
         &[
-            "record",
-            "-q",
-            "-g",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "999",
-            "-o",
-            "fp.data",
-            "--",
-            env!("CARGO_BIN_EXE_toyvm"),
-            "run",
-            "--jit-elf",
-            "--perf-dir",
-            ".",
-            &common::repo_root()
-                .join("examples/scripts/profile_demo.toy")
-                .to_string_lossy(),
-            "300",
-            "100000",
-        ],
+            &args[..],
+            &[
+                "-e",
+                "cpu-clock",
+                "-F",
+                "999",
+                "-o",
+                "fp.data",
+                "--",
+                env!("CARGO_BIN_EXE_toyvm"),
+                "run",
+                "--jit-elf",
+                "--perf-dir",
+                ".",
+                &common::repo_root()
+                    .join("examples/scripts/profile_demo.toy")
+                    .to_string_lossy(),
+                "300",
+                "100000",
+            ],
+        ]
+        .concat(),
         &[],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(work.path("fp.data").exists());
-    let script = work.perf(&["script", "-i", "fp.data", "--no-inline", "-F", "pid,ip,sym"], &[]);
+    let script = work.perf(
+        &["script", "-i", "fp.data", "--no-inline", "-F", "pid,ip,sym"],
+        &[],
+    );
     let text = String::from_utf8_lossy(&script.stdout);
     // No perf map: the names come from the files.
     let pid = text.split_whitespace().next().expect("a sample").to_owned();
@@ -252,16 +295,31 @@ fn perf_names_compiled_code_from_its_files_without_a_perf_map() {
         .iter()
         .filter(|s| s[0].starts_with("toy:jit") && s[0].contains(":inner_hot:"))
         .collect();
-    assert!(hot.len() * 2 > samples.len(), "inner_hot has most samples: {} of {}", hot.len(), samples.len());
+    assert!(
+        hot.len() * 2 > samples.len(),
+        "inner_hot has most samples: {} of {}",
+        hot.len(),
+        samples.len()
+    );
     let whole = hot
         .iter()
         .filter(|s| {
             let has = |f: &str| s.iter().any(|frame| frame.contains(f));
-            has(":middle:") && has("toy:interp:outer:") && has("toy:interp:<main>:") && s.contains(&"main")
+            has(":middle:")
+                && has("toy:interp:outer:")
+                && has("toy:interp:<main>:")
+                && s.contains(&"main")
         })
         .count();
-    eprintln!("jit_elf: {whole} of {} inner_hot samples have the whole chain", hot.len());
-    assert!(whole * 10 >= hot.len() * 9, "{whole} of {} whole", hot.len());
+    eprintln!(
+        "jit_elf: {tag}: {whole} of {} inner_hot samples have the whole chain",
+        hot.len()
+    );
+    assert!(
+        whole * 10 >= hot.len() * 9,
+        "{whole} of {} whole",
+        hot.len()
+    );
 }
 
 #[test]
@@ -298,16 +356,39 @@ fn with_no_jit_perf_names_interpreted_functions_by_their_trampolines() {
     let script = common::repo_root().join("examples/scripts/profile_demo.toy");
     let out = work
         .command("perf")
-        .args(["record", "-q", "-g", "-e", "cpu-clock", "-o", "n.data", "--"])
+        .args([
+            "record",
+            "-q",
+            "-g",
+            "-e",
+            "cpu-clock",
+            "-o",
+            "n.data",
+            "--",
+        ])
         .arg(env!("CARGO_BIN_EXE_toyvm"))
         .args(["run", "--no-jit", "--jit-elf", "--perf-dir", "."])
         .arg(&script)
         .args(["30", "100000"])
         .output()
         .expect("perf record");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = work.perf(
-        &["report", "-i", "n.data", "-q", "--children", "--sort", "sym", "-g", "none"],
+        &[
+            "report",
+            "-i",
+            "n.data",
+            "-q",
+            "--children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+        ],
         &[],
     );
     let text = String::from_utf8_lossy(&report.stdout);
@@ -316,7 +397,45 @@ fn with_no_jit_perf_names_interpreted_functions_by_their_trampolines() {
             .lines()
             .find(|l| l.contains(&format!("toy:interp:{name}:")))
             .unwrap_or_else(|| panic!("toy:interp:{name} in:\n{text}"));
-        let share: f64 = row.split('%').next().expect("share").trim().parse().expect("a share");
+        let share: f64 = row
+            .split('%')
+            .next()
+            .expect("share")
+            .trim()
+            .parse()
+            .expect("a share");
         assert!(share > 50.0, "{row}");
     }
+}
+
+#[test]
+fn bpftrace_ustack_names_jit_frames_without_a_perf_map() {
+    if !common::tool_or_skip(TEST, "bpftrace", &["--version"]) {
+        return;
+    }
+    let work = tempfile::tempdir().expect("temp dir");
+    let hot = Hot::start(work.path());
+    // Let spin's second call reach its OSR code before sampling.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let program = format!(
+        "profile:hz:199 /pid == {}/ {{ @[ustack(8)] = count(); }} interval:s:1 {{ exit(); }}",
+        hot.pid()
+    );
+    let out = Command::new("timeout")
+        .args(["60", "bpftrace", "-e", &program])
+        .output()
+        .expect("bpftrace");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "toy:jit-osr:spin:tests/gdb/hot.toy:5+",
+        "toy:interp:middle:tests/gdb/hot.toy:13+",
+    ] {
+        assert!(text.contains(want), "{want} in:\n{text}");
+    }
+    assert!(!Path::new(&format!("/tmp/perf-{}.map", hot.pid())).exists());
 }

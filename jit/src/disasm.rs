@@ -141,9 +141,9 @@ impl SymbolResolver for InRegion {
         address: u64,
         _address_size: u32,
     ) -> Option<SymbolResult<'_>> {
-        self.0.contains(&address).then(|| {
-            SymbolResult::with_string(address, format!("<+{}>", address - self.0.start))
-        })
+        self.0
+            .contains(&address)
+            .then(|| SymbolResult::with_string(address, format!("<+{}>", address - self.0.start)))
     }
 }
 

@@ -210,7 +210,10 @@ mod tests {
         // Over 70%: f's line 3 (66.7%) goes, and is counted; so does the
         // whole of a function under the limit (none here: f has 100%).
         let text = render(&profile, 70.0, &source);
-        assert!(!text.contains("      3  f();") && !text.contains("      4  spin();"), "{text}");
+        assert!(
+            !text.contains("      3  f();") && !text.contains("      4  spin();"),
+            "{text}"
+        );
         assert!(text.contains("(2 lines under 70% not shown)"), "{text}");
         assert!(text.contains("100.0%    0.0%      9  f();"), "{text}");
     }

@@ -126,7 +126,9 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
         Format::Text => {
             out.write_all(text::render(profile, args.min_percent).as_bytes())?;
             if args.lines {
-                out.write_all(lines::render(profile, args.min_percent, &lines::read_source).as_bytes())?;
+                out.write_all(
+                    lines::render(profile, args.min_percent, &lines::read_source).as_bytes(),
+                )?;
             }
             Ok(())
         }

@@ -82,8 +82,18 @@ impl CodeChunks {
     /// # Errors
     /// The arena's, or `mprotect`'s.
     pub fn open(&mut self, bytes: usize) -> io::Result<ChunkId> {
+        self.open_after(0, bytes)
+    }
+
+    /// [`open`](Self::open), with the chunk's first `lead` bytes left free:
+    /// the batch's code starts after them (`--jit-elf` puts its file's
+    /// headers there).
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_after(&mut self, lead: usize, bytes: usize) -> io::Result<ChunkId> {
         debug_assert!(self.open.is_none(), "one batch at a time");
-        let chunk = arena::take(bytes)?;
+        let chunk = arena::take(lead + bytes)?;
         if let Err(e) = protect(chunk, libc::PROT_READ | libc::PROT_WRITE) {
             // SAFETY: nothing was placed in it.
             unsafe { arena::give_back(chunk) };
@@ -92,7 +102,7 @@ impl CodeChunks {
         let id = self.next_id;
         self.next_id += 1;
         self.bytes += chunk.len;
-        self.open = Some((id, chunk, 0));
+        self.open = Some((id, chunk, lead));
         Ok(id)
     }
 

@@ -561,7 +561,8 @@ impl CodeGen {
         }
         let page = super::arena::page_size();
         let held = self.held();
-        let whole_pages = needed.div_ceil(page) * page;
+        let lead = if self.elf.is_some() { page } else { 0 };
+        let whole_pages = lead + needed.div_ceil(page) * page;
         if placement == Placement::UnderLimit && held + whole_pages > self.limit {
             return Err(FinishError::NoRoom {
                 needed: whole_pages,
@@ -570,7 +571,8 @@ impl CodeGen {
                 room: self.room(),
             });
         }
-        let chunk = (self.chunks.open(needed))
+        // Under --jit-elf the chunk's first page holds the file's headers.
+        let chunk = (self.chunks.open_after(lead, needed))
             .map_err(|e| FinishError::Failed(format!("JIT code memory: {e}")))?;
         let opened = self.held() - held;
         match self.write_batch(batch) {

@@ -36,16 +36,19 @@ use crate::options::{GDB_KEEP_DEAD_ENV, JitOptions, NO_QUARANTINE_ENV, NO_UNWIND
 pub(super) fn open(options: &JitOptions) -> (Profilers, Option<Arc<ElfCodeFiles>>, Vec<String>) {
     let mut profilers = Profilers::new();
     let mut warnings = Vec::new();
-    let elf = options.elf_dir.as_deref().and_then(|dir| match shared::elf_code(dir) {
-        Ok(files) => Some(files),
-        Err(e) => {
-            warnings.push(format!(
-                "toyvm: warning: --jit-elf: {e}; compiled code runs from anonymous memory \
+    let elf = options
+        .elf_dir
+        .as_deref()
+        .and_then(|dir| match shared::elf_code(dir) {
+            Ok(files) => Some(files),
+            Err(e) => {
+                warnings.push(format!(
+                    "toyvm: warning: --jit-elf: {e}; compiled code runs from anonymous memory \
                  (give --perf-dir a directory where files may be executed)"
-            ));
-            None
-        }
-    });
+                ));
+                None
+            }
+        });
     if let Some(dir) = &options.jitdump_dir {
         match shared::jitdump(dir) {
             Ok(dump) => profilers.add(Box::new(Shared(dump))),

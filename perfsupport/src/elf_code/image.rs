@@ -2,17 +2,20 @@
 //! native code (the OpenTelemetry eBPF profiler, perf without `perf inject`,
 //! eu-stack, bpftrace, samply) needs to unwind and name it.
 //!
+// ANCHOR: layout
 //! ```text
 //! file offset = vaddr   contents                          segment
-//! 0                     ELF header, program headers       (none: never mapped)
-//! PAGE (the page size)  the chunk's code, as it runs      PT_LOAD R+X, `len` bytes:
-//!                       (relocated for its address)       the VM maps exactly this
-//! after the last region .eh_frame_hdr, .eh_frame,         range over the chunk,
-//!                       .note.gnu.build-id, zeros to len  MAP_FIXED; PT_GNU_EH_FRAME
+//! 0                     ELF header, program headers       one PT_LOAD R+X, `len`
+//! PAGE (the page size)  the chunk's code, as it runs      bytes: the VM maps exactly
+//!                       (relocated for its address)       this range over its chunk
+//! after the last region .eh_frame_hdr, .eh_frame,         (MAP_FIXED), whose first
+//!                       .note.gnu.build-id, zeros to len  page it left for the
+//!                                                         headers; PT_GNU_EH_FRAME
 //!                                                         and PT_NOTE inside it
-//! PAGE + len            .symtab, .strtab, .shstrtab,      (no segment)
+//! len                   .symtab, .strtab, .shstrtab,      (no segment)
 //!                       section headers
 //! ```
+// ANCHOR_END: layout
 //!
 //! Why this layout:
 //!
@@ -21,13 +24,19 @@
 //!   a file offset with the mapping's start and page offset (`/proc/PID/maps`,
 //!   perf's MMAP2 `pgoff`), and that offset is also the ELF address its
 //!   symbols and CFI use. The load bias is `chunk start - PAGE`.
-//! * One `PT_LOAD`, and the unwind tables inside it, in the chunk's spare
-//!   bytes after its last region: perf reads `.eh_frame_hdr` and `.eh_frame`
-//!   through the sample's mapping (at the mapping's address plus their file
-//!   offset less its page offset), and records only executable mappings, so
-//!   tables outside the mapped code would not be found. libdwfl (eu-stack)
-//!   takes the lowest mapping of a file as its first segment when it
-//!   computes the bias: there is only one.
+//! * One `PT_LOAD` from offset and address 0, headers included, mapped
+//!   whole: perf computes a table's runtime address as the mapping's start
+//!   plus the table's ELF address, less the mapping's page offset *and* the
+//!   lowest `PT_LOAD` address, and libdwfl (eu-stack) takes the lowest
+//!   mapping of a file for its first `PT_LOAD`. A code segment at the page
+//!   with an unmapped headers segment at 0 broke the first; a code segment
+//!   first, at the page, broke the second (perf's DWARF unwinding stopped
+//!   at every frame of these files it did not start in). So the VM leaves
+//!   the first page of each chunk for the headers.
+//! * The unwind tables live in that segment too, in the chunk's spare bytes
+//!   after its last region: perf reads `.eh_frame_hdr` and `.eh_frame`
+//!   through the sample's mapping and records only executable mappings, so
+//!   tables outside the mapped code would not be found.
 //! * `.eh_frame` uses `pcrel|sdata4` addresses and `.eh_frame_hdr` a sorted
 //!   `datarel|sdata4` table, the encodings every unwinder of shared
 //!   libraries reads; every region with unwind info has its FDE.
@@ -39,11 +48,14 @@
 use crate::eh_frame::{FdeBase, LayoutWriter, write_cie_fde};
 use crate::region::CodeRegion;
 use gimli::constants::{DW_EH_PE_datarel, DW_EH_PE_pcrel, DW_EH_PE_sdata4, DW_EH_PE_udata4};
+use object::Endianness;
 use object::elf;
 use object::write::elf::{FileHeader, ProgramHeader, SectionHeader, Sym, Writer};
-use object::Endianness;
 use sha1::{Digest, Sha1};
 use std::io;
+
+/// The program headers: PT_LOAD, PT_GNU_EH_FRAME and PT_NOTE.
+const PROGRAM_HEADERS: u32 = 3;
 
 /// Bytes of the GNU build-id note: header, "GNU\0", a 20-byte SHA-1.
 const NOTE_SIZE: usize = 12 + 4 + 20;
@@ -84,14 +96,18 @@ fn unwind_sections(
     // (ELF address of the code, offset of its FDE in .eh_frame)
     let mut table: Vec<(u64, u64)> = Vec::with_capacity(with_unwind.len());
     for region in with_unwind {
-        let Some(unwind) = region.unwind else { continue };
+        let Some(unwind) = region.unwind else {
+            continue;
+        };
         let vaddr = text + (region.start() - chunk);
         let cie_at = writer.len() as u64;
         writer.rebase(vaddr, region.size(), FdeBase::Runtime(region.start()));
         write_cie_fde(&mut writer, unwind, DW_EH_PE_pcrel | DW_EH_PE_sdata4)?;
         let bytes = writer.bytes();
         let cie_length = u32::from_le_bytes(
-            bytes[cie_at as usize..cie_at as usize + 4].try_into().expect("4 bytes"),
+            bytes[cie_at as usize..cie_at as usize + 4]
+                .try_into()
+                .expect("4 bytes"),
         );
         table.push((vaddr, cie_at + 4 + u64::from(cie_length)));
     }
@@ -120,10 +136,9 @@ fn unwind_sections(
 }
 
 /// The ELF file of a chunk: `mem`, its bytes as they run at runtime
-/// address `chunk` (the regions, which must lie inside it, and spare bytes
-/// after the last one), with `.text` at file offset and ELF address `page`
-/// (the page size, so the chunk maps from the file) and the unwind tables
-/// and build-id note in the spare bytes. `salt` goes into the build-id with
+/// address `chunk` (a first page left for the headers, the regions, which
+/// must lie after it, and spare bytes after the last one), mapped from file
+/// offset 0; the unwind tables and build-id note in the spare bytes. `salt` goes into the build-id with
 /// the file's bytes: identical code published twice still gets two
 /// build-ids.
 ///
@@ -137,20 +152,24 @@ pub fn build(
     salt: &[u8],
 ) -> io::Result<Vec<u8>> {
     const TEXT_ALIGN: u64 = 16;
-    let text = page;
+    let text = 0;
     let len = mem.len() as u64;
     let end = chunk
         .checked_add(len)
         .ok_or_else(|| invalid("JIT code file: the chunk wraps around the address space"))?;
     for r in regions {
-        if r.start() < chunk || r.start() + r.size() > end {
+        if r.start() < chunk + page || r.start() + r.size() > end {
             return Err(invalid(&format!(
-                "JIT code file: region {:?} lies outside its chunk",
+                "JIT code file: region {:?} lies outside its chunk (or in its first page)",
                 r.name
             )));
         }
     }
-    let code_end = regions.iter().map(|r| r.start() + r.size() - chunk).max().unwrap_or(0);
+    let code_end = regions
+        .iter()
+        .map(|r| r.start() + r.size() - chunk)
+        .max()
+        .unwrap_or(0);
     let eh_hdr_at = text + code_end.next_multiple_of(TEXT_ALIGN);
     let (eh_hdr, eh_frame) = unwind_sections(text, chunk, regions, eh_hdr_at)?;
     let eh_frame_at = eh_hdr_at + eh_hdr.len() as u64;
@@ -169,9 +188,9 @@ pub fn build(
     let mut w = Writer::new(Endianness::Little, true, &mut out);
     // Reserve, in file order.
     w.reserve_file_header();
-    w.reserve_program_headers(3);
-    w.reserve_until(text);
-    w.reserve(len, 1);
+    w.reserve_program_headers(PROGRAM_HEADERS);
+    w.reserve_until(page);
+    w.reserve(len - page, 1);
     w.reserve_null_section_index();
     let text_name = w.add_section_name(b".text");
     let text_index = w.reserve_section_index();
@@ -185,7 +204,10 @@ pub fn build(
     w.reserve_strtab_section_index();
     w.reserve_shstrtab_section_index();
     w.reserve_null_symbol_index();
-    let names: Vec<_> = regions.iter().map(|r| w.add_string(r.name.as_bytes())).collect();
+    let names: Vec<_> = regions
+        .iter()
+        .map(|r| w.add_string(r.name.as_bytes()))
+        .collect();
     for _ in regions {
         w.reserve_symbol_index(Some(text_index));
     }
@@ -209,9 +231,9 @@ pub fn build(
     w.write_program_header(&ProgramHeader {
         p_type: elf::PT_LOAD,
         p_flags: elf::PF_R | elf::PF_X,
-        p_offset: text,
-        p_vaddr: text,
-        p_paddr: text,
+        p_offset: 0,
+        p_vaddr: 0,
+        p_paddr: 0,
         p_filesz: len,
         p_memsz: len,
         p_align: page,
@@ -236,8 +258,8 @@ pub fn build(
         p_memsz: NOTE_SIZE as u64,
         p_align: 4,
     });
-    w.pad_until(text);
-    w.write(&mem[..(eh_hdr_at - text) as usize]);
+    w.pad_until(page);
+    w.write(&mem[page as usize..eh_hdr_at as usize]);
     w.write(&eh_hdr);
     w.write(&eh_frame);
     w.pad_until(note_at);
@@ -285,13 +307,34 @@ pub fn build(
         named[0],
         elf::SHT_PROGBITS,
         elf::SHF_ALLOC | elf::SHF_EXECINSTR,
-        text,
-        code_end as usize,
+        page,
+        (code_end - page) as usize,
         TEXT_ALIGN,
     ));
-    w.write_section_header(&section(named[1], elf::SHT_PROGBITS, elf::SHF_ALLOC, eh_hdr_at, eh_hdr.len(), 4));
-    w.write_section_header(&section(named[2], elf::SHT_PROGBITS, elf::SHF_ALLOC, eh_frame_at, eh_frame.len(), 8));
-    w.write_section_header(&section(named[3], elf::SHT_NOTE, elf::SHF_ALLOC, note_at, NOTE_SIZE, 4));
+    w.write_section_header(&section(
+        named[1],
+        elf::SHT_PROGBITS,
+        elf::SHF_ALLOC,
+        eh_hdr_at,
+        eh_hdr.len(),
+        4,
+    ));
+    w.write_section_header(&section(
+        named[2],
+        elf::SHT_PROGBITS,
+        elf::SHF_ALLOC,
+        eh_frame_at,
+        eh_frame.len(),
+        8,
+    ));
+    w.write_section_header(&section(
+        named[3],
+        elf::SHT_NOTE,
+        elf::SHF_ALLOC,
+        note_at,
+        NOTE_SIZE,
+        4,
+    ));
     w.write_symtab_section_header(1);
     w.write_strtab_section_header();
     w.write_shstrtab_section_header();

@@ -45,7 +45,12 @@ pub(super) fn probe_exec(file: &File, len: usize) -> io::Result<()> {
 /// `[chunk, chunk + len)` is a page-aligned range the caller owns (no Rust
 /// object other than the caller's code lives there, nothing writes it from
 /// now on), and the file holds at `offset` the bytes the range holds now.
-pub(super) unsafe fn map_code(file: &File, offset: u64, chunk: usize, len: usize) -> io::Result<()> {
+pub(super) unsafe fn map_code(
+    file: &File,
+    offset: u64,
+    chunk: usize,
+    len: usize,
+) -> io::Result<()> {
     let offset = libc::off_t::try_from(offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
     // SAFETY: MAP_FIXED over a range the caller owns (see above): it

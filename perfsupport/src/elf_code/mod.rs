@@ -77,7 +77,8 @@ impl ElfCodeFiles {
     }
 
     /// The page size the files are laid out for: chunks given to
-    /// [`publish`](Self::publish) start and end on a multiple of it.
+    /// [`publish`](Self::publish) start and end on a multiple of it, and
+    /// leave their first page free for the file's headers.
     pub fn page_size(&self) -> u64 {
         self.page
     }
@@ -97,10 +98,11 @@ impl ElfCodeFiles {
     /// Publishes a batch: writes `dir/code-N.so` for the chunk of code that
     /// starts at `chunk` and is `len` bytes long (page-aligned, the batch's
     /// final bytes, relocated for that address) and the `regions` in it,
-    /// then maps the file read+execute over the chunk. The chunk's bytes
-    /// after its last region must be spare: the unwind tables and the
-    /// build-id go there ([`spare_bytes_needed`] says how many). Returns
-    /// the file's path.
+    /// then maps the file read+execute over the chunk. The chunk's first
+    /// page ([`page_size`](Self::page_size)) must be left free for the
+    /// file's headers, and its bytes after its last region must be spare:
+    /// the unwind tables and the build-id go there ([`spare_bytes_needed`]
+    /// says how many). Returns the file's path.
     ///
     /// # Errors
     ///
@@ -149,9 +151,10 @@ impl ElfCodeFiles {
         let path = self.dir.join(format!("code-{number}.so"));
         let mut file = create_replacing_stale(&path, FILE_MODE, WriteMode::ReadWrite)?;
         let result = file.write_all(&bytes).and_then(|()| {
-            // SAFETY: the caller's contract; the file holds the chunk's
-            // bytes at offset `page`, so the mapping shows the same code.
-            unsafe { map::map_code(&file, self.page, chunk, len) }
+            // SAFETY: the caller's contract; the file's first `len` bytes
+            // are the chunk's (its first page and spare bytes aside), so
+            // the mapping shows the same code.
+            unsafe { map::map_code(&file, 0, chunk, len) }
         });
         drop(file);
         if let Err(e) = result {

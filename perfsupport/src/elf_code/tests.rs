@@ -9,12 +9,13 @@ use object::{Object, ObjectSection, ObjectSymbol};
 /// `push rbp; mov rbp, rsp; mov eax, 42; pop rbp; ret`: returns 42.
 const FORTY_TWO: [u8; 11] = [0x55, 0x48, 0x89, 0xe5, 0xb8, 0x2a, 0, 0, 0, 0x5d, 0xc3];
 
-/// A page of code with two functions (at +0 and +32), with unwind
-/// info, as the ELF writer sees it.
+/// A chunk of two pages: the first left for the headers, then two
+/// functions (at +4096 and +4128) with unwind info, as the writer sees it.
 fn page_with_two() -> (Vec<u8>, CallFrameInfo, CallFrameInfo) {
-    let mut code = vec![0xccu8; 4096];
-    code[..11].copy_from_slice(&FORTY_TWO);
-    code[32..43].copy_from_slice(&FORTY_TWO);
+    let mut code = vec![0xccu8; 8192];
+    code[..4096].fill(0);
+    code[4096..4107].copy_from_slice(&FORTY_TWO);
+    code[4128..4139].copy_from_slice(&FORTY_TWO);
     (
         code,
         CallFrameInfo::x86_64_frame_pointer(11).expect("cfi"),
@@ -22,14 +23,10 @@ fn page_with_two() -> (Vec<u8>, CallFrameInfo, CallFrameInfo) {
     )
 }
 
-fn regions<'a>(
-    code: &'a [u8],
-    a: &'a CallFrameInfo,
-    b: &'a CallFrameInfo,
-) -> Vec<CodeRegion<'a>> {
+fn regions<'a>(code: &'a [u8], a: &'a CallFrameInfo, b: &'a CallFrameInfo) -> Vec<CodeRegion<'a>> {
     vec![
-        CodeRegion::new(&code[..11], "toy:jit:one:t.toy:1").with_unwind(a.unwind_info()),
-        CodeRegion::new(&code[32..43], "toy:jit:two:t.toy:2").with_unwind(b.unwind_info()),
+        CodeRegion::new(&code[4096..4107], "toy:jit:one:t.toy:1").with_unwind(a.unwind_info()),
+        CodeRegion::new(&code[4128..4139], "toy:jit:two:t.toy:2").with_unwind(b.unwind_info()),
     ]
 }
 
@@ -42,16 +39,24 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
     let file = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
     let header = file.elf_header();
     assert_eq!(header.e_type(Endianness::Little), object::elf::ET_DYN);
-    // The first PT_LOAD is the code, read+execute, offset == address == page.
+    // One PT_LOAD, the whole chunk from offset and address 0, read+execute.
     let loads: Vec<_> = (file.elf_program_headers().iter())
         .filter(|p| p.p_type(Endianness::Little) == object::elf::PT_LOAD)
         .collect();
+    assert_eq!(loads.len(), 1);
     let text = loads[0];
-    assert_eq!(text.p_offset(Endianness::Little), 4096);
-    assert_eq!(text.p_vaddr(Endianness::Little), 4096);
-    assert_eq!(text.p_filesz(Endianness::Little), 4096);
-    assert_eq!(text.p_flags(Endianness::Little), object::elf::PF_R | object::elf::PF_X);
-    assert_eq!(&bytes[4096..4096 + 43], &code[..43], "the code, as it runs");
+    assert_eq!(text.p_offset(Endianness::Little), 0);
+    assert_eq!(text.p_vaddr(Endianness::Little), 0);
+    assert_eq!(text.p_filesz(Endianness::Little), 8192);
+    assert_eq!(
+        text.p_flags(Endianness::Little),
+        object::elf::PF_R | object::elf::PF_X
+    );
+    assert_eq!(
+        &bytes[4096..4096 + 43],
+        &code[4096..4096 + 43],
+        "the code, as it runs"
+    );
     assert_eq!(bytes.len() as u64 > 8192, true, "symbols after the segment");
     assert!(
         (file.elf_program_headers().iter())
@@ -76,8 +81,12 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
     };
     let (hdr_at, hdr) = section(".eh_frame_hdr");
     let (eh_at, eh) = section(".eh_frame");
-    let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_at).set_eh_frame(eh_at);
-    let hdr = EhFrameHdr::new(&hdr, LittleEndian).parse(&bases, 8).expect("hdr");
+    let bases = BaseAddresses::default()
+        .set_eh_frame_hdr(hdr_at)
+        .set_eh_frame(eh_at);
+    let hdr = EhFrameHdr::new(&hdr, LittleEndian)
+        .parse(&bases, 8)
+        .expect("hdr");
     let table = hdr.table().expect("a search table");
     let eh_frame = EhFrame::new(&eh, LittleEndian);
     for (start, name) in [(4096u64, "one"), (4096 + 32, "two")] {
@@ -88,7 +97,11 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
             assert_eq!((fde.initial_address(), fde.len()), (start, 11), "{name}");
         }
     }
-    assert!(table.fde_for_address(&eh_frame, &bases, 4096 + 20, EhFrame::cie_from_offset).is_err());
+    assert!(
+        table
+            .fde_for_address(&eh_frame, &bases, 4096 + 20, EhFrame::cie_from_offset)
+            .is_err()
+    );
     // A GNU build-id of 20 bytes, different for the same code published
     // again (another salt).
     let id = file.build_id().expect("read").expect("a build-id").to_vec();
@@ -103,7 +116,7 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
 fn a_region_outside_its_chunk_is_refused() {
     let (code, a, b) = page_with_two();
     let regions = regions(&code, &a, &b);
-    let elsewhere = code.as_ptr() as u64 + 8192;
+    let elsewhere = code.as_ptr() as u64 + 16384;
     let err = image::build(4096, elsewhere, &code, &regions, b"").expect_err("refused");
     assert!(err.to_string().contains("outside its chunk"), "{err}");
 }
@@ -119,7 +132,7 @@ fn published_code_runs_from_its_file() {
     let chunk = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            page,
+            2 * page,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
@@ -128,23 +141,30 @@ fn published_code_runs_from_its_file() {
     };
     assert_ne!(chunk, libc::MAP_FAILED);
     let start = chunk as usize;
-    // SAFETY: the page just mapped read-write.
-    let code = unsafe { std::slice::from_raw_parts_mut(chunk.cast::<u8>(), page) };
-    code[..11].copy_from_slice(&FORTY_TWO);
+    // SAFETY: the pages just mapped read-write.
+    let code = unsafe { std::slice::from_raw_parts_mut(chunk.cast::<u8>(), 2 * page) };
+    code[page..page + 11].copy_from_slice(&FORTY_TWO);
     let cfi = CallFrameInfo::x86_64_frame_pointer(11).expect("cfi");
-    let region = CodeRegion::new(&code[..11], "toy:jit:answer:t.toy:1").with_unwind(cfi.unwind_info());
-    // SAFETY: the page is ours and nothing writes it from here on.
-    let path = unsafe { files.publish(start, page, &[region]) }.expect("published");
+    let region = CodeRegion::new(&code[page..page + 11], "toy:jit:answer:t.toy:1")
+        .with_unwind(cfi.unwind_info());
+    // SAFETY: the pages are ours and nothing writes them from here on.
+    let path = unsafe { files.publish(start, 2 * page, &[region]) }.expect("published");
     // The page is now the file's code, read+execute, file-backed.
     let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
     let line = maps
         .lines()
         .find(|l| l.starts_with(&format!("{start:x}-")))
         .expect("the chunk's mapping");
-    assert!(line.contains(" r-xp ") && line.ends_with(path.to_str().expect("utf-8")), "{line}");
-    assert_eq!(std::fs::metadata(&path).expect("file").permissions().mode() & 0o777, 0o444);
-    // SAFETY: the page holds FORTY_TWO at its start, executable now.
-    let answer: extern "C" fn() -> i32 = unsafe { std::mem::transmute(chunk) };
+    assert!(
+        line.contains(" r-xp ") && line.ends_with(path.to_str().expect("utf-8")),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::metadata(&path).expect("file").permissions().mode() & 0o777,
+        0o444
+    );
+    // SAFETY: the second page holds FORTY_TWO at its start, executable now.
+    let answer: extern "C" fn() -> i32 = unsafe { std::mem::transmute(start + page) };
     assert_eq!(answer(), 42);
     // The next batch goes into a new file.
     assert!(path.ends_with("code-1.so"), "{}", path.display());
@@ -154,15 +174,22 @@ fn published_code_runs_from_its_file() {
         .arg(&path)
         .output()
     {
-        let (text, errors) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let (text, errors) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
         assert!(out.status.success() && errors.is_empty(), "{errors}");
-        for want in ["GNU_EH_FRAME", "toy:jit:answer:t.toy:1", "DW_CFA_def_cfa_register: r6 (rbp)"] {
+        for want in [
+            "GNU_EH_FRAME",
+            "toy:jit:answer:t.toy:1",
+            "DW_CFA_def_cfa_register: r6 (rbp)",
+        ] {
             assert!(text.contains(want), "{want} in:\n{text}");
         }
         eprintln!("{text}");
     }
     // SAFETY: the mapping made above, not used any more.
-    unsafe { libc::munmap(chunk, page) };
+    unsafe { libc::munmap(chunk, 2 * page) };
 }
 
 #[test]
@@ -176,6 +203,9 @@ fn a_noexec_directory_is_reported_at_creation() {
     let dir = tempfile::tempdir_in(shm).expect("temp dir in /dev/shm");
     match super::ElfCodeFiles::create(dir.path(), "toyvm") {
         Ok(files) => assert!(files.dir().starts_with(dir.path())),
-        Err(e) => assert!(e.to_string().contains(&dir.path().display().to_string()), "{e}"),
+        Err(e) => assert!(
+            e.to_string().contains(&dir.path().display().to_string()),
+            "{e}"
+        ),
     }
 }
