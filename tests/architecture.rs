@@ -52,6 +52,7 @@ const PERFSUPPORT: &[&str] = &[
     "gdb_jit",    // the GDB JIT interface sink
     "jitdump",    // the jitdump sink and its reader
     "perf_map",   // the perf map sink
+    "elf_code",   // JIT code that runs from ELF files (code memory, no sink)
     "sink",       // ProfilerSink and Profilers
     "validation", // the checks every sink relies on
     "unwind",     // describing frames; .eh_frame and perf's unwind layout

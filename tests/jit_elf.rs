@@ -19,8 +19,6 @@
 //! fail the test under `CI=true`.
 
 mod common;
-#[path = "common/perf_work.rs"]
-mod perf_work;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -30,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use gimli::UnwindSection;
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection, ObjectSymbol};
-use perf_work::PerfWork;
+use common::PerfWork;
 
 const TEST: &str = "jit_elf";
 

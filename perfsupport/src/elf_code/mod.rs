@@ -129,7 +129,7 @@ impl ElfCodeFiles {
                 "JIT code files: a chunk must start and end on a page boundary",
             ));
         }
-        crate::validate_ranges(&[(chunk, len)])?;
+        crate::validation::validate_ranges(&[(chunk, len)])?;
         for region in regions {
             region.validate()?;
         }
