@@ -25,10 +25,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use common::PerfWork;
 use gimli::UnwindSection;
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection, ObjectSymbol};
-use common::PerfWork;
 
 const TEST: &str = "jit_elf";
 

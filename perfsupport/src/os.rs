@@ -85,3 +85,21 @@ impl MarkerMapping {
         self.address
     }
 }
+
+/// The ELF machine of the host: the code this crate describes in ELF
+/// images (the GDB JIT interface's, the JIT code files) is the host's.
+pub(crate) fn elf_machine() -> io::Result<object::elf::Machine> {
+    use object::elf;
+    if cfg!(target_arch = "x86_64") {
+        Ok(elf::EM_X86_64)
+    } else if cfg!(target_arch = "aarch64") {
+        Ok(elf::EM_AARCH64)
+    } else if cfg!(target_arch = "riscv64") {
+        Ok(elf::EM_RISCV)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no ELF machine for this architecture: ELF images of JIT code are not supported",
+        ))
+    }
+}

@@ -64,22 +64,6 @@ fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what.to_owned())
 }
 
-/// The ELF machine of the host (the code is the host's).
-pub(crate) fn machine() -> io::Result<elf::Machine> {
-    if cfg!(target_arch = "x86_64") {
-        Ok(elf::EM_X86_64)
-    } else if cfg!(target_arch = "aarch64") {
-        Ok(elf::EM_AARCH64)
-    } else if cfg!(target_arch = "riscv64") {
-        Ok(elf::EM_RISCV)
-    } else {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "JIT code files: no ELF machine for this architecture",
-        ))
-    }
-}
-
 /// The `.eh_frame_hdr` and `.eh_frame` of `regions`, for a file whose
 /// `.text` starts at ELF address `text` and holds the chunk that starts at
 /// runtime address `chunk`; the header at ELF address `at`.
@@ -222,7 +206,7 @@ pub fn build(
         os_abi: elf::ELFOSABI_NONE,
         abi_version: 0,
         e_type: elf::ET_DYN,
-        e_machine: machine()?,
+        e_machine: crate::os::elf_machine()?,
         e_entry: 0,
         e_flags: elf::FileFlags(0),
     })

@@ -53,7 +53,7 @@ pub(super) fn build(
 
     let mut builder = Builder::new(Endianness::Little, true);
     builder.header.e_type = elf::ET_REL;
-    builder.header.e_machine = machine()?;
+    builder.header.e_machine = crate::os::elf_machine()?;
     // ANCHOR: text_sections
     for run in runs(regions, gap_is_free) {
         let (first, last) = (run[0], run[run.len() - 1]);
@@ -143,20 +143,4 @@ fn add_data_section(builder: &mut Builder<'_>, name: &'static str, bytes: Vec<u8
     section.sh_type = elf::SHT_PROGBITS;
     section.sh_addralign = align;
     section.data = SectionData::Data(bytes.into());
-}
-
-/// The ELF machine of the code this process generates.
-fn machine() -> io::Result<elf::Machine> {
-    if cfg!(target_arch = "x86_64") {
-        Ok(elf::EM_X86_64)
-    } else if cfg!(target_arch = "aarch64") {
-        Ok(elf::EM_AARCH64)
-    } else if cfg!(target_arch = "riscv64") {
-        Ok(elf::EM_RISCV)
-    } else {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "the GDB JIT interface is not supported on this architecture",
-        ))
-    }
 }
