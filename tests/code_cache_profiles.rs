@@ -40,7 +40,12 @@ fn rounds(phases: impl IntoIterator<Item = usize>) -> (usize, usize) {
 }
 
 fn the_run(flags: &[&str]) -> Vec<String> {
-    let mut args = vec!["run", "--jit-threshold", "10", "--jit-code-limit", "16K"];
+    the_run_within("16K", flags)
+}
+
+/// [`the_run`] under the code limit `limit`.
+fn the_run_within(limit: &str, flags: &[&str]) -> Vec<String> {
+    let mut args = vec!["run", "--jit-threshold", "10", "--jit-code-limit", limit];
     args.extend(flags);
     args.extend([PHASES, "3", SIZE]);
     args.iter().map(|s| s.to_string()).collect()
@@ -68,6 +73,7 @@ fn the_rounds_detector_sees_a_stale_name() {
 /// when `inject`).
 fn perf_leaves(
     tag: &str,
+    limit: &str,
     flags: &[&str],
     inject: bool,
     env: &[(&str, &str)],
@@ -86,7 +92,7 @@ fn perf_leaves(
         .arg(&data)
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_toyvm"))
-        .args(the_run(&flags))
+        .args(the_run_within(limit, &flags))
         .envs(env.iter().copied())
         .current_dir(common::repo_root())
         .output()
@@ -151,7 +157,7 @@ fn phases_in(lines: &[String]) -> Vec<usize> {
 
 #[test]
 fn jitdump_and_perf_inject_name_each_sample_by_time() {
-    let Some(lines) = perf_leaves("cache-jitdump", &["--perf-jitdump"], true, &[]) else {
+    let Some(lines) = perf_leaves("cache-jitdump", "16K", &["--perf-jitdump"], true, &[]) else {
         return;
     };
     check("jitdump + perf inject", phases_in(&lines));
@@ -159,7 +165,7 @@ fn jitdump_and_perf_inject_name_each_sample_by_time() {
 
 #[test]
 fn the_perf_map_names_each_sample_by_time() {
-    let Some(lines) = perf_leaves("cache-perfmap", &["--perf"], false, &[]) else {
+    let Some(lines) = perf_leaves("cache-perfmap", "16K", &["--perf"], false, &[]) else {
         return;
     };
     check("perf map", phases_in(&lines));
@@ -167,13 +173,46 @@ fn the_perf_map_names_each_sample_by_time() {
     // quarantine off, freed ranges go to other phases' code and the map's
     // first name for them wins: samples jump back to old phases.
     let control = [("TOYVM_NO_QUARANTINE", "1")];
-    let Some(lines) = perf_leaves("cache-perfmap-control", &["--perf"], false, &control) else {
+    let Some(lines) = perf_leaves("cache-perfmap-control", "16K", &["--perf"], false, &control)
+    else {
         return;
     };
     let (found, _) = rounds(phases_in(&lines));
     assert!(
         found > ROUNDS,
         "the control shows no stale name ({found} rounds)"
+    );
+}
+
+/// `--jit-elf`: each batch's code runs from a new file, dead code is
+/// unmapped, and perf names samples from the files it saw mapped: by time,
+/// with no perf map, no jitdump and no `perf inject`. The run must reuse
+/// addresses for other phases' code (or the check proves nothing).
+#[test]
+fn code_files_name_each_sample_by_time() {
+    // 32K: each batch's file takes a page of headers, so 16K (half of it
+    // pinned trampolines) holds one phase at a time and most compiles
+    // find no room; 32K evicts and reuses addresses all the time.
+    let Some(lines) = perf_leaves("cache-jit-elf", "32K", &["--jit-elf"], false, &[]) else {
+        return;
+    };
+    check("--jit-elf", phases_in(&lines));
+    // `PID TIME: IP SYMBOL+OFFSET`: the phases each code page was named for.
+    let mut pages: std::collections::HashMap<u64, std::collections::BTreeSet<usize>> =
+        std::collections::HashMap::new();
+    for line in lines.iter().filter(|l| l.contains("toy:")) {
+        let mut fields = line.split_whitespace().skip(2);
+        let (Some(ip), Some(sym)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if let (Ok(ip), Some(phase)) = (u64::from_str_radix(ip, 16), phase_of(sym)) {
+            pages.entry(ip / 4096).or_default().insert(phase);
+        }
+    }
+    let reused = pages.values().filter(|p| p.len() > 1).count();
+    assert!(
+        reused > 0,
+        "no code page ran two phases' code: the run reused no address"
     );
 }
 
