@@ -150,7 +150,7 @@ def blocks(chapter):
 
 # --- Comparing ---------------------------------------------------------------------
 
-PID_NAMES = [r"toyvm-(\d+)/", r"perf-(\d+)\.map", r"jit-(\d+)\.dump", r"jitted-(\d+)-\d+\.so", r"\[JIT\] tid (\d+)",
+PID_NAMES = [r"toyvm-(\d+)/", r"\belfjit-(\d+)\b", r"perf-(\d+)\.map", r"jit-(\d+)\.dump", r"jitted-(\d+)-\d+\.so", r"\[JIT\] tid (\d+)",
              r"\bprocess (\d+)\b", r"\bpid[ =:]+(\d+)\b"]
 
 

@@ -20,14 +20,15 @@
 #define PERFSUPPORT_VERSION_MAJOR 0
 
 // The minor version: calls added in a minor version say so in their docs.
-#define PERFSUPPORT_VERSION_MINOR 2
+#define PERFSUPPORT_VERSION_MINOR 3
 
 // The patch version.
 #define PERFSUPPORT_VERSION_PATCH 0
 
 // `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if PERFSUPPORT_VERSION >=
-// 200` (0.2.0, which added `perfsupport_register_ex` and
-// `PERFSUPPORT_OUTPUT_GDB`). A header without it is 0.1.
+// 300` (0.3.0, which added the `perfsupport_code_*` calls; 0.2.0 added
+// `perfsupport_register_ex` and `PERFSUPPORT_OUTPUT_GDB`). A header
+// without it is 0.1.
 #define PERFSUPPORT_VERSION (((PERFSUPPORT_VERSION_MAJOR * 10000) + (PERFSUPPORT_VERSION_MINOR * 100)) + PERFSUPPORT_VERSION_PATCH)
 
 // Success.
@@ -104,6 +105,12 @@
 
 // The most threads that can be attached at once.
 #define PERFSUPPORT_MAX_ATTACHED_THREADS 1024
+
+// One chunk of code memory; opaque to C.
+typedef struct perfsupport_code_chunk perfsupport_code_chunk;
+
+// The directory of a process's code files; opaque to C.
+typedef struct perfsupport_code_files perfsupport_code_files;
 
 // A set of outputs; opaque to C.
 typedef struct perfsupport_profilers perfsupport_profilers;
@@ -212,6 +219,122 @@ typedef struct perfsupport_shadow_stack {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Creates the directory `DIR/NAME-PID/` for this process's code files and
+// checks that code can run from files there (a `noexec` mount, a
+// read-only or full file system fail here, not later). `dir` NULL means
+// the jitdump's default (`$JITDUMPDIR` if set and not empty, else
+// `/tmp`); `name` names the VM (no `/`, not starting with `.`).
+//
+// Returns 0; `PERFSUPPORT_EINVAL` (NULL `name` or `out`, a bad name);
+// `PERFSUPPORT_EOPEN` (the directory cannot be made or code cannot run
+// from it: the message names it; run the code from anonymous memory
+// then). New in 0.3 (`PERFSUPPORT_VERSION >= 300`).
+//
+// Threads: any thread.
+//
+// # Safety
+// `dir` is NULL or a NUL-terminated string; `name` is a NUL-terminated
+// string; `out` is NULL or writable.
+int perfsupport_code_files_open(const char *dir,
+                                const char *name,
+                                struct perfsupport_code_files **out);
+
+// The directory the files go to (`DIR/NAME-PID`), valid until
+// `perfsupport_code_files_close`; NULL for a NULL handle.
+//
+// # Safety
+// `files` is NULL or an open handle.
+const char *perfsupport_code_files_dir(const struct perfsupport_code_files *files);
+
+// Frees `files` (NULL does nothing). The files stay on disk, and chunks
+// allocated from it stay valid until freed. Returns 0.
+//
+// # Safety
+// `files` is NULL or an open handle that no other thread uses during or
+// after this call.
+int perfsupport_code_files_close(struct perfsupport_code_files *files);
+
+// Allocates a chunk for up to `code_size` bytes of code in up to
+// `region_count` functions: read-write and zeroed, at an address that
+// never changes (`perfsupport_code_chunk_address`), so code can be
+// relocated for it as it is emitted.
+//
+// Returns 0; `PERFSUPPORT_EINVAL` (NULL argument, `code_size` 0 or too
+// large); `PERFSUPPORT_EIO` (no memory). New in 0.3.
+//
+// Threads: any thread.
+//
+// # Safety
+// `files` is NULL or an open handle; `out` is NULL or writable.
+int perfsupport_code_chunk_alloc(const struct perfsupport_code_files *files,
+                                 size_t code_size,
+                                 size_t region_count,
+                                 struct perfsupport_code_chunk **out);
+
+// The address the chunk's code byte 0 runs at (NULL for a NULL chunk).
+// Before the chunk is published its `capacity` bytes may also be written
+// through this pointer; after, they are read+execute only.
+//
+// # Safety
+// `chunk` is NULL or a chunk not freed.
+void *perfsupport_code_chunk_address(const struct perfsupport_code_chunk *chunk);
+
+// How many bytes of code the chunk holds (the `code_size` it was
+// allocated with; 0 for a NULL chunk).
+//
+// # Safety
+// `chunk` is NULL or a chunk not freed.
+size_t perfsupport_code_chunk_capacity(const struct perfsupport_code_chunk *chunk);
+
+// Copies `size` bytes from `bytes` to code offset `offset` of the chunk.
+//
+// Returns 0; `PERFSUPPORT_EINVAL` (NULL argument, or the bytes do not fit
+// in the chunk's capacity: nothing is written); `PERFSUPPORT_ESTATE` (the
+// chunk is published: its code is final). New in 0.3.
+//
+// # Safety
+// `chunk` is NULL or a chunk not freed, used by no other thread during
+// the call; `bytes` points to `size` readable bytes (or `size` is 0).
+int perfsupport_code_chunk_write(struct perfsupport_code_chunk *chunk,
+                                 size_t offset,
+                                 const void *bytes,
+                                 size_t size);
+
+// Publishes the chunk: writes its code and the `count` regions (names,
+// unwind descriptions, line tables, as `perfsupport_register` takes them)
+// into a new file of `files` and maps the file read+execute over the
+// chunk, at the same address. From now on the code runs from the file and
+// is never written again. Each region's `code` must lie inside the
+// chunk's `capacity` bytes (checked before anything is read); regions
+// must not overlap.
+//
+// Returns 0; `PERFSUPPORT_EINVAL` (NULL argument, a region outside the
+// chunk, malformed or overlapping another: nothing is written);
+// `PERFSUPPORT_ESTATE` (already published); `PERFSUPPORT_EIO` (the file
+// could not be written or mapped: the chunk is still read-write; run it
+// from anonymous memory instead or free it). New in 0.3.
+//
+// Threads: any thread, as long as no other thread uses `chunk`.
+//
+// # Safety
+// `chunk` is NULL or a chunk not freed; `files` is NULL or an open
+// handle; `regions` points to `count` regions (or `count` is 0) whose
+// strings are NUL-terminated and whose `unwind` and `lines` are NULL or
+// point to what their counts say.
+int perfsupport_code_chunk_publish(struct perfsupport_code_chunk *chunk,
+                                   const struct perfsupport_code_files *files,
+                                   const struct perfsupport_region *regions,
+                                   size_t count);
+
+// Frees the chunk: unmaps its memory (NULL does nothing). Call when none
+// of its code runs or will be called again; its addresses may then hold
+// other code, which comes from another file. Returns 0. New in 0.3.
+//
+// # Safety
+// `chunk` is NULL or a chunk not freed, used by no other thread during or
+// after the call.
+int perfsupport_code_chunk_free(struct perfsupport_code_chunk *chunk);
 
 // The message of the last failed call on this thread ("" if none). The
 // string stays valid until the next failing call on this thread; copy it

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | [`perf_map`] | `perfsupport_perf_map_init` / `_write_perf_map_entry` / `_fini` / `_after_fork_child` | CPython's trio: `/tmp/perf-<pid>.map` |
 //! | [`regions`] | `perfsupport_profilers_open` / `_register` / `_register_ex` / `_retire` / `_after_fork_child` / `_finish` | perf map + jitdump with line tables and unwind info + the GDB JIT interface, in batches; packed code |
+//! | [`elf_code`] | `perfsupport_code_files_open` / `_dir` / `_close`, `perfsupport_code_chunk_alloc` / `_address` / `_capacity` / `_write` / `_publish` / `_free` | code memory whose code runs from ELF files: native code to every tool (fleet profilers, perf without inject, eu-stack, bpftrace, samply), no profiler-specific call |
 //! | [`unwind`] | `perfsupport_unwind` in a region, `perfsupport_reserved_region_size` | DWARF CFI described as a frame-pointer template or a list of steps |
 //! | [`vmprof`] | `perfsupport_vmprof_*`, inline `perfsupport_shadow_stack_push/pop` | VMProf-style sampling |
 //! | [`error`] | return codes, `perfsupport_last_error` | why a call failed |
@@ -29,6 +30,7 @@
 // The C names are the API: `perfsupport_region`, not `PerfsupportRegion`.
 #![allow(non_camel_case_types)]
 
+pub mod elf_code;
 pub mod error;
 pub mod perf_map;
 pub mod regions;
@@ -41,11 +43,12 @@ mod cstr;
 /// (tests/header.rs holds them equal).
 pub const PERFSUPPORT_VERSION_MAJOR: u32 = 0;
 /// The minor version: calls added in a minor version say so in their docs.
-pub const PERFSUPPORT_VERSION_MINOR: u32 = 2;
+pub const PERFSUPPORT_VERSION_MINOR: u32 = 3;
 /// The patch version.
 pub const PERFSUPPORT_VERSION_PATCH: u32 = 0;
 /// `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if PERFSUPPORT_VERSION >=
-/// 200` (0.2.0, which added `perfsupport_register_ex` and
-/// `PERFSUPPORT_OUTPUT_GDB`). A header without it is 0.1.
+/// 300` (0.3.0, which added the `perfsupport_code_*` calls; 0.2.0 added
+/// `perfsupport_register_ex` and `PERFSUPPORT_OUTPUT_GDB`). A header
+/// without it is 0.1.
 pub const PERFSUPPORT_VERSION: u32 =
     PERFSUPPORT_VERSION_MAJOR * 10000 + PERFSUPPORT_VERSION_MINOR * 100 + PERFSUPPORT_VERSION_PATCH;

@@ -176,21 +176,21 @@ pub unsafe extern "C" fn perfsupport_profilers_open(
 }
 
 /// The regions of one batch, converted and owned: `CodeRegion`s borrow this.
-struct Batch<'c> {
-    items: Vec<BatchItem<'c>>,
+pub(super) struct Batch<'c> {
+    pub(super) items: Vec<BatchItem<'c>>,
 }
 
-struct BatchItem<'c> {
-    code: &'c [u8],
-    name: &'c str,
-    unwind: Option<CallFrameInfo>,
-    lines: Vec<LineEntry<'c>>,
+pub(super) struct BatchItem<'c> {
+    pub(super) code: &'c [u8],
+    pub(super) name: &'c str,
+    pub(super) unwind: Option<CallFrameInfo>,
+    pub(super) lines: Vec<LineEntry<'c>>,
 }
 
 impl<'c> Batch<'c> {
     /// # Safety
     /// Every region satisfies `perfsupport_register`'s contract.
-    unsafe fn convert(regions: &[perfsupport_region]) -> Result<Batch<'c>, Error> {
+    pub(super) unsafe fn convert(regions: &[perfsupport_region]) -> Result<Batch<'c>, Error> {
         let mut items = Vec::with_capacity(regions.len());
         for (index, region) in regions.iter().enumerate() {
             // SAFETY: the caller's contract, for each pointer below.

@@ -98,7 +98,7 @@ mod validation;
 
 pub use gimli;
 
-pub use elf_code::ElfCodeFiles;
+pub use elf_code::{ChunkRegion, CodeChunk, ElfCodeFiles};
 pub use gdb_jit::GdbJit;
 pub use jitdump::JitDump;
 pub use perf_map::PerfMap;

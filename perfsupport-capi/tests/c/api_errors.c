@@ -2,6 +2,7 @@
  * (libperfsupport.a). Prints one line per check; exits 1 if one fails. */
 #include <perfsupport.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -75,6 +76,55 @@ int main(void) {
           "disable when not enabled");
     check(perfsupport_vmprof_enable("p.prof", "minijit", 5), PERFSUPPORT_EINVAL, "interval",
           "an interval below 10 us");
+    /* Code files: every range is checked before anything is read. */
+    perfsupport_code_files *files = NULL;
+    check(perfsupport_code_files_open(".", "a/b", &files), PERFSUPPORT_EINVAL, "a/b",
+          "a name with a slash");
+    check(perfsupport_code_files_open("/nonexistent/dir", "capi", &files), PERFSUPPORT_EOPEN,
+          "/nonexistent/dir", "code files in a missing directory");
+    check(perfsupport_code_files_open(".", "capi", &files), PERFSUPPORT_OK, NULL,
+          "open code files");
+    perfsupport_code_chunk *chunk = NULL;
+    check(perfsupport_code_chunk_alloc(files, 0, 1, &chunk), PERFSUPPORT_EINVAL, "0 bytes",
+          "a chunk of 0 bytes");
+    check(perfsupport_code_chunk_alloc(NULL, 64, 1, &chunk), PERFSUPPORT_EINVAL, "NULL",
+          "a chunk of no files");
+    check(perfsupport_code_chunk_alloc(files, 64, 1, &chunk), PERFSUPPORT_OK, NULL,
+          "allocate a chunk");
+    check(perfsupport_code_chunk_capacity(chunk) == 64, 1, NULL, "its capacity");
+    check(perfsupport_code_chunk_write(chunk, 60, code, sizeof code), PERFSUPPORT_EINVAL,
+          "do not fit", "a write past the capacity");
+    check(perfsupport_code_chunk_write(chunk, SIZE_MAX, code, 1), PERFSUPPORT_EINVAL,
+          "do not fit", "a write whose end overflows");
+    check(perfsupport_code_chunk_write(chunk, 0, NULL, 4), PERFSUPPORT_EINVAL, "bytes",
+          "a write of NULL bytes");
+    check(perfsupport_code_chunk_write(chunk, 0, code, sizeof code), PERFSUPPORT_OK, NULL,
+          "write the code");
+    unsigned char *at = perfsupport_code_chunk_address(chunk);
+    perfsupport_region in_chunk = {.code = at, .size = sizeof code, .name = "capi::chunk"};
+    perfsupport_region outside = in_chunk;
+    outside.code = code;
+    check(perfsupport_code_chunk_publish(chunk, files, &outside, 1), PERFSUPPORT_EINVAL,
+          "not inside the chunk", "a region outside the chunk");
+    outside.code = at + 60;
+    check(perfsupport_code_chunk_publish(chunk, files, &outside, 1), PERFSUPPORT_EINVAL,
+          "not inside the chunk", "a region past the chunk's end");
+    outside.code = (const void *)(uintptr_t)-4;
+    check(perfsupport_code_chunk_publish(chunk, files, &outside, 1), PERFSUPPORT_EINVAL,
+          "not inside the chunk", "a region at the end of the address space");
+    perfsupport_region two[2] = {in_chunk, in_chunk};
+    two[1].code = at + 2;
+    check(perfsupport_code_chunk_publish(chunk, files, two, 2), PERFSUPPORT_EINVAL, "overlap",
+          "overlapping regions");
+    check(perfsupport_code_chunk_publish(chunk, files, &in_chunk, 1), PERFSUPPORT_OK, NULL,
+          "publish");
+    check(perfsupport_code_chunk_publish(chunk, files, &in_chunk, 1), PERFSUPPORT_ESTATE,
+          "already published", "publish twice");
+    check(perfsupport_code_chunk_write(chunk, 0, code, 1), PERFSUPPORT_ESTATE, "final",
+          "a write after publishing");
+    check(perfsupport_code_chunk_free(chunk), PERFSUPPORT_OK, NULL, "free the chunk");
+    check(perfsupport_code_chunk_free(NULL), PERFSUPPORT_OK, NULL, "free NULL");
+    check(perfsupport_code_files_close(files), PERFSUPPORT_OK, NULL, "close the files");
     size_t reserved = 0;
     perfsupport_unwind fp = {.kind = PERFSUPPORT_UNWIND_FRAME_POINTER};
     check(perfsupport_reserved_region_size(sizeof code, &fp, &reserved), PERFSUPPORT_OK, NULL,

@@ -205,6 +205,12 @@ pub fn packed(dir: &Path) -> Option<PathBuf> {
     compile(&[source], &dir.join("packed"), &pkg_config(&["--libs"]))
 }
 
+/// The code-file example (`elfjit.c`), linked against the shared library.
+pub fn elfjit(dir: &Path) -> Option<PathBuf> {
+    let source = repo_root().join("examples/c-minijit/elfjit.c");
+    compile(&[source], &dir.join("elfjit"), &pkg_config(&["--libs"]))
+}
+
 /// Runs `command`, asserting success; its output.
 pub fn run_ok(command: &mut Command) -> Output {
     let output = command

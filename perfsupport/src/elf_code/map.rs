@@ -73,3 +73,47 @@ pub(super) unsafe fn map_code(
     }
     Ok(())
 }
+
+/// Maps `len` bytes (a multiple of the page size) of fresh anonymous
+/// read-write memory at an address of the kernel's choice.
+pub(super) fn map_anonymous(len: usize) -> io::Result<usize> {
+    // SAFETY: a fresh private mapping (addr NULL) that aliases nothing.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(at as usize)
+}
+
+/// Unmaps `[start, start + len)`.
+///
+/// # Safety
+///
+/// The range is a mapping the caller made and owns, and nothing refers to
+/// its memory any more (no code in it runs or will be called).
+pub(super) unsafe fn unmap(start: usize, len: usize) {
+    // SAFETY: the caller's contract. munmap of a range we own fails only
+    // for invalid arguments, which the caller's contract excludes.
+    unsafe { libc::munmap(start as *mut libc::c_void, len) };
+}
+
+/// Copies `bytes` to `at`.
+///
+/// # Safety
+///
+/// `[at, at + bytes.len())` is writable memory the caller owns and no
+/// Rust reference points into.
+pub(super) unsafe fn copy_to(at: usize, bytes: &[u8]) {
+    // SAFETY: the caller's contract; `bytes` cannot overlap memory no
+    // reference points into.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
+}

@@ -16,6 +16,11 @@
 //!
 //! The layout of a file is in [`image`]; the mapping in [`map`].
 //!
+//! A VM that lets perfsupport own its code memory takes a [`CodeChunk`]
+//! ([`ElfCodeFiles::allocate`]), writes it, publishes it and drops it when
+//! the code dies: no `unsafe` on its side. A VM with its own code memory
+//! (toyvm's JIT) calls [`publish`](ElfCodeFiles::publish) itself.
+//!
 //! The order of work for a VM: write and relocate the batch's code in
 //! read-write memory (page-aligned chunks of its own, nothing else in their
 //! pages), call [`publish`](ElfCodeFiles::publish) (no page is ever
@@ -23,8 +28,11 @@
 //! map the chunk away (a new anonymous mapping over it is enough). Code
 //! placed again at a freed address comes from a new file.
 
+mod chunk;
 pub mod image;
 mod map;
+
+pub use chunk::{ChunkRegion, CodeChunk};
 
 use crate::region::CodeRegion;
 use crate::safe_file::{WriteMode, create_replacing_stale};
@@ -54,6 +62,12 @@ impl ElfCodeFiles {
     /// that code can run from files there: a `noexec` mount, a read-only or
     /// full file system gives an error that names the directory.
     pub fn create(parent: &Path, prefix: &str) -> io::Result<ElfCodeFiles> {
+        if prefix.is_empty() || prefix.contains(['/', '\0']) || prefix.starts_with('.') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("JIT code files: {prefix:?} cannot start a directory name"),
+            ));
+        }
         let dir = parent.join(format!("{prefix}-{}", std::process::id()));
         let context = |e: io::Error| {
             io::Error::new(
@@ -123,16 +137,17 @@ impl ElfCodeFiles {
         len: usize,
         regions: &[CodeRegion<'_>],
     ) -> io::Result<PathBuf> {
-        if chunk as u64 % self.page != 0 || len as u64 % self.page != 0 || len == 0 {
+        if !(chunk as u64).is_multiple_of(self.page)
+            || !(len as u64).is_multiple_of(self.page)
+            || len == 0
+        {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "JIT code files: a chunk must start and end on a page boundary",
             ));
         }
         crate::validation::validate_ranges(&[(chunk, len)])?;
-        for region in regions {
-            region.validate()?;
-        }
+        crate::validation::validate_batch(regions)?;
         // SAFETY: the caller guarantees [chunk, chunk + len) is mapped,
         // readable and not written during the call.
         let code = unsafe { std::slice::from_raw_parts(chunk as *const u8, len) };

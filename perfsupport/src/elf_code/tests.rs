@@ -57,7 +57,7 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
         &code[4096..4096 + 43],
         "the code, as it runs"
     );
-    assert_eq!(bytes.len() as u64 > 8192, true, "symbols after the segment");
+    assert!(bytes.len() as u64 > 8192, "symbols after the segment");
     assert!(
         (file.elf_program_headers().iter())
             .any(|p| p.p_type(Endianness::Little) == object::elf::PT_GNU_EH_FRAME)
@@ -208,4 +208,75 @@ fn a_noexec_directory_is_reported_at_creation() {
             "{e}"
         ),
     }
+}
+
+/// The mapping of `/proc/self/maps` that starts at `start`, if any.
+fn mapping_at(start: usize) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    maps.lines()
+        .find(|l| l.starts_with(&format!("{start:x}-")))
+        .map(str::to_owned)
+}
+
+#[test]
+fn a_chunk_is_written_published_run_and_unmapped() {
+    use super::{ChunkRegion, ElfCodeFiles};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = ElfCodeFiles::create(dir.path(), "chunk").expect("files");
+    let mut chunk = files.allocate(64, 2).expect("a chunk");
+    assert_eq!(chunk.capacity(), 64);
+    chunk.write(0, &FORTY_TWO).expect("fits");
+    chunk.write(32, &FORTY_TWO).expect("fits");
+    // Outside the code bytes: refused, nothing written.
+    assert!(chunk.write(60, &FORTY_TWO).is_err());
+    assert!(chunk.write(usize::MAX, &[0]).is_err());
+    let cfi = CallFrameInfo::x86_64_frame_pointer(11).expect("cfi");
+    let lines = [crate::LineEntry {
+        offset: 4,
+        file: "t.toy",
+        line: 7,
+        column: 0,
+    }];
+    // A region past the code bytes, or two that overlap: refused, and the
+    // chunk stays writable.
+    let outside = ChunkRegion::new(60, 11, "chunk:outside");
+    assert!(chunk.publish(&files, &[outside]).is_err());
+    let overlapping = [
+        ChunkRegion::new(0, 11, "chunk:one"),
+        ChunkRegion::new(8, 11, "chunk:two"),
+    ];
+    assert!(chunk.publish(&files, &overlapping).is_err());
+    assert!(chunk.file().is_none());
+    let regions = [
+        ChunkRegion::new(0, 11, "chunk:one")
+            .with_unwind(cfi.unwind_info())
+            .with_lines(&lines),
+        ChunkRegion::new(32, 11, "chunk:two").with_unwind(cfi.unwind_info()),
+    ];
+    let path = chunk.publish(&files, &regions).expect("published");
+    assert_eq!(chunk.file(), Some(path.as_path()));
+    let start = chunk.code_address() - files.page_size() as usize;
+    let line = mapping_at(start).expect("the chunk's mapping");
+    assert!(
+        line.contains(" r-xp ") && line.ends_with(path.to_str().expect("utf-8")),
+        "{line}"
+    );
+    type Answer = extern "C" fn() -> i32;
+    // SAFETY: both regions hold FORTY_TWO, executable now.
+    let (one, two) = unsafe {
+        (
+            std::mem::transmute::<usize, Answer>(chunk.code_address()),
+            std::mem::transmute::<usize, Answer>(chunk.code_address() + 32),
+        )
+    };
+    assert_eq!((one(), two()), (42, 42));
+    // Published code is final.
+    assert!(chunk.write(0, &[0xc3]).is_err());
+    assert!(chunk.publish(&files, &regions).is_err());
+    let bytes = std::fs::read(&path).expect("the file");
+    let elf = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
+    let names: Vec<_> = elf.symbols().filter_map(|s| s.name().ok()).collect();
+    assert_eq!(names, ["chunk:one", "chunk:two"]);
+    drop(chunk);
+    assert_eq!(mapping_at(start), None, "dropped: unmapped");
 }

@@ -1,0 +1,159 @@
+//! examples/c-minijit/elfjit.c, a C JIT whose code runs from files of the
+//! C API's code memory and makes no profiler-specific call, under tools
+//! that know nothing of it: `perf record` with DWARF unwinding and with
+//! frame pointers (no perf map, no jitdump, no `perf inject`), and
+//! eu-stack on the running process. Its code dies and is compiled again
+//! (`--generations`): each generation runs from its own file.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use support::{elfjit, missing, perf, run_ok, scratch};
+
+/// The example, or `None` when perf is missing off CI.
+fn setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    if missing("perf", &["--version"]) {
+        return None;
+    }
+    let dir = scratch(tag);
+    let jit = elfjit(dir.path())?;
+    Some((dir, jit))
+}
+
+/// `perf record` of elfjit with `call_graph`; the samples' frames
+/// (symbol names, leaf first) and the program's pid.
+fn record(dir: &Path, jit: &Path, call_graph: &[&str]) -> (Vec<Vec<String>>, String) {
+    run_ok(
+        perf(dir)
+            .args(["record", "-q", "-e", "cpu-clock", "-F", "999"])
+            .args(call_graph)
+            .args(["-o", "perf.data"])
+            .arg(jit)
+            .args(["--rounds", "3000", "--generations", "4", "--dir", "."]),
+    );
+    let out = run_ok(perf(dir).args(["script", "-F", "pid,ip,sym", "-i", "perf.data"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let pid = text.split_whitespace().next().unwrap_or("").to_owned();
+    let samples = (text.split("\n\n"))
+        .map(|sample| {
+            (sample.lines().skip(1))
+                .filter_map(|l| l.trim().split_once(' ').map(|(_, sym)| sym.to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    (samples, pid)
+}
+
+/// The files of elfjit's run `pid`, checked: as many as generations, and
+/// no perf map or jitdump beside them.
+fn check_files(dir: &Path, pid: &str) {
+    let files = dir.join(format!("elfjit-{pid}"));
+    let mut names: Vec<String> = std::fs::read_dir(&files)
+        .unwrap_or_else(|e| panic!("{}: {e}", files.display()))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["code-1.so", "code-2.so", "code-3.so", "code-4.so"]);
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    assert!(!dir.join(format!("jit-{pid}.dump")).exists());
+}
+
+/// The share of `samples` with `leaf` as their leaf that have `below`
+/// under it, in order; and how many have that leaf.
+fn chained(samples: &[Vec<String>], leaf: &str, below: &[&str]) -> (usize, usize) {
+    let at_leaf: Vec<_> = samples.iter().filter(|s| s[0] == leaf).collect();
+    let whole = (at_leaf.iter())
+        .filter(|s| {
+            let mut rest = s.iter().skip(1);
+            below.iter().all(|b| rest.any(|f| f == b))
+        })
+        .count();
+    (whole, at_leaf.len())
+}
+
+#[test]
+fn perf_unwinds_and_names_the_code_from_its_files() {
+    let Some((dir, jit)) = setup("elfjit-dwarf") else {
+        return;
+    };
+    let (samples, pid) = record(dir.path(), &jit, &["--call-graph", "dwarf"]);
+    check_files(dir.path(), &pid);
+    // leaf has no frame pointer: only its .eh_frame rows reach middle.
+    let (whole, leaf) = chained(
+        &samples,
+        "elfjit::leaf",
+        &["elfjit::middle", "elfjit::outer", "run_jit", "main"],
+    );
+    eprintln!("elfjit dwarf: {whole} of {leaf} leaf samples reach main through middle");
+    assert!(
+        leaf * 4 > samples.len(),
+        "{leaf} of {} in leaf",
+        samples.len()
+    );
+    assert!(
+        whole * 10 >= leaf * 9,
+        "{whole} of {leaf}: {:#?}",
+        &samples[..5]
+    );
+}
+
+#[test]
+fn frame_pointer_stacks_name_the_code_from_its_files() {
+    let Some((dir, jit)) = setup("elfjit-fp") else {
+        return;
+    };
+    let (samples, pid) = record(dir.path(), &jit, &["-g"]);
+    check_files(dir.path(), &pid);
+    // middle keeps a frame: its samples reach main by frame pointers.
+    let (whole, middle) = chained(
+        &samples,
+        "elfjit::middle",
+        &["elfjit::outer", "run_jit", "main"],
+    );
+    eprintln!("elfjit -g: {whole} of {middle} middle samples reach main");
+    assert!(middle > 10, "{middle} samples in middle");
+    assert!(whole * 10 >= middle * 9, "{whole} of {middle}");
+}
+
+#[test]
+fn eu_stack_names_the_running_code_down_to_main() {
+    if missing("eu-stack", &["--version"]) {
+        return;
+    }
+    let dir = scratch("elfjit-eu-stack");
+    let Some(jit) = elfjit(dir.path()) else {
+        return;
+    };
+    // Long enough to be caught running; killed once seen.
+    let mut child = Command::new(&jit)
+        .args(["--rounds", "100000000", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("elfjit");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = Command::new("eu-stack")
+        .args(["-p", &child.id().to_string()])
+        .output()
+        .expect("eu-stack");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = BufReader::new(child.stdout.take().expect("stdout"))
+        .lines()
+        .count();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let frames: Vec<&str> = (text.lines())
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let position = |name: &str| frames.iter().position(|f| *f == name);
+    let order = ["elfjit::outer", "run_jit", "main"].map(position);
+    assert!(
+        order.iter().all(Option::is_some) && order.is_sorted(),
+        "eu-stack shows outer, run_jit, main in order:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
