@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A/B: the six benchmarks under two toyvm binaries, in every tier, in one run.
 
-Usage:  bench/ab.py BEFORE AFTER [--runs N] [--size default|large]
+Usage:  bench/ab.py BEFORE AFTER [--runs N] [--size default|large] [--after-flags "FLAGS"]
+                    [--bench NAME]...
 
 For every benchmark of examples/scripts/bench and every tier (interpreter `--no-jit`,
 default tier-up, eager `--jit-threshold 0`) it runs BEFORE and AFTER alternately N times
@@ -10,6 +11,8 @@ the minimum CPU time (user + sys of every thread, from GNU time) of each, with
 AFTER/BEFORE of the medians, and the same for wall time (measured here, to the
 microsecond: the default tier compiles on a second thread, whose CPU time counts in the
 first measure and not in the second). Outputs of the two binaries must be identical, or it stops with an error.
+`--after-flags` adds flags to AFTER's runs only: one binary against itself with an option
+(`bench/ab.py T T --after-flags "--jit-elf --perf-dir /tmp/x"`) shows what the option costs.
 This is how a change to vm/ or jit/ shows it did not make any benchmark slower:
 keep the binary of main before the change
 (cp "$(tools/cargo-target-dir)/release/toyvm" /tmp/toyvm-before).
@@ -53,12 +56,15 @@ def main():
     ap.add_argument("after")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--size", default="default", choices=SIZES)
+    ap.add_argument("--after-flags", default="", help="extra flags for AFTER's runs")
+    ap.add_argument("--bench", action="append", choices=BENCHES,
+                    help="only this benchmark (repeatable; default: all six)")
     args = ap.parse_args()
     tiers = TIERS if args.size == "default" else TIERS[1:]
     print("| benchmark | tier | CPU before median s | after | before min | after min | after/before "
           "| wall before median s | after | before min | after min | after/before |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for bench in BENCHES:
+    for bench in args.bench or BENCHES:
         script = os.path.join(ROOT, "examples/scripts/bench", bench + ".toy")
         size = SIZES[args.size][bench]
         for tier, flags in tiers:
@@ -67,7 +73,8 @@ def main():
             outputs = set()
             for _ in range(args.runs):
                 for which in ("before", "after"):
-                    c, w, out = cpu_and_wall(getattr(args, which), flags, script, size)
+                    extra = args.after_flags.split() if which == "after" else []
+                    c, w, out = cpu_and_wall(getattr(args, which), extra + flags, script, size)
                     cpu[which].append(c)
                     wall[which].append(w)
                     outputs.add(out)

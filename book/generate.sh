@@ -48,9 +48,9 @@ if [[ ${REGENERATE_IMAGES:-} == 1 ]]; then
     demo=examples/scripts/profile_demo.toy
     "$toyvm" run --vmprof "$WORK/demo.prof" "$demo" 200000 300 >/dev/null
     "$toyvm" report --flamegraph book/src/images/vmprof-flamegraph.svg "$WORK/demo.prof" >/dev/null
-    "$toyvm" run --no-jit --vmprof "$WORK/before.prof" "$demo" 200000 300 >/dev/null
-    "$toyvm" report --diff "$WORK/before.prof" --flamegraph book/src/images/vmprof-diff.svg \
-        "$WORK/demo.prof" >/dev/null
+    "$toyvm" run --vmprof "$WORK/after.prof" "$demo" 200000 100 >/dev/null
+    "$toyvm" report --diff "$WORK/demo.prof" --flamegraph book/src/images/vmprof-diff.svg \
+        "$WORK/after.prof" >/dev/null
     "$toyvm" profile --out "$WORK/profile" "$demo" >/dev/null 2>&1
     cp "$WORK/profile/flamegraph.svg" book/src/images/profile-flamegraph.svg
     echo "generate.sh: wrote the flame graphs in book/src/images/" >&2

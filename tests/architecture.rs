@@ -55,6 +55,7 @@ const PERFSUPPORT: &[&str] = &[
     "elf_code",   // JIT code that runs from ELF files (code memory, no sink)
     "sink",       // ProfilerSink and Profilers
     "validation", // the checks every sink relies on
+    "dwarf",      // the DWARF (lines, functions) of a batch of regions
     "unwind",     // describing frames; .eh_frame and perf's unwind layout
     "eh_frame",   // the CIE/FDE writer both layouts share
     "region",     // CodeRegion, the vocabulary

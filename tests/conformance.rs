@@ -29,6 +29,11 @@ use common::{ToyRun, repo_root, toyvm_in};
 /// A code limit of three pages (`--jit-code-limit 12K`) holds two or three
 /// units of compiled code, so larger programs evict code and compile it
 /// again (`tests/code_cache.rs` checks that they do).
+/// Under `--jit-elf` ([`ELF_FILES`]) each batch runs from a file of its
+/// own and queued requests are compiled as one batch: with the slow
+/// compiler the queue fills, and under a code limit (24K: each file's
+/// chunk starts with a page of headers) code is evicted and its addresses
+/// get new files.
 /// `--gc-stress` collects at every allocation and poisons freed objects,
 /// so a missing GC root (in the interpreter or in compiled code) shows up
 /// as a mismatch here.
@@ -49,7 +54,37 @@ const TIERS: &[&[&str]] = &[
         "--jit-code-limit",
         "12K",
     ],
+    &[
+        "--jit-threshold",
+        "2",
+        "--jit-background",
+        SLOW_COMPILER,
+        ELF_FILES,
+    ],
+    &[
+        "--jit-threshold",
+        "2",
+        "--jit-background",
+        "--jit-code-limit",
+        "24K",
+        ELF_FILES,
+    ],
 ];
+
+/// Not a flag: the tier runs with `--jit-elf --perf-dir DIR`, DIR a
+/// directory of this test's ([`elf_dir`]).
+const ELF_FILES: &str = "(--jit-elf)";
+
+/// Where the `--jit-elf` tiers write their files: made once, emptied at
+/// the end of the suite.
+fn elf_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("toyvm-conformance-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("the --jit-elf directory");
+        dir
+    })
+}
 
 /// Not a flag: the tier runs with `TOYVM_JIT_DELAY_US=300` (the compiler
 /// thread sleeps before each request).
@@ -160,7 +195,14 @@ fn run_program(root: &Path, path: &Path) -> Vec<String> {
     let mut first_stderr: Option<(String, String)> = None;
     for tier in TIERS {
         let mut argv: Vec<&str> = vec!["run"];
-        argv.extend(tier.iter().filter(|&&f| f != SLOW_COMPILER));
+        argv.extend(
+            tier.iter()
+                .filter(|&&f| f != SLOW_COMPILER && f != ELF_FILES),
+        );
+        let elf = elf_dir().to_string_lossy();
+        if tier.contains(&ELF_FILES) {
+            argv.extend(["--jit-elf", "--perf-dir", &elf]);
+        }
         argv.push(&name);
         argv.extend(exp.args.iter().map(String::as_str));
         let env: &[(&str, &str)] = match tier.contains(&SLOW_COMPILER) {
@@ -195,6 +237,7 @@ fn conformance_suite() {
         files.len()
     );
     let failures = common::parallel_map(&files, |path| run_program(&root, path));
+    let _ = std::fs::remove_dir_all(elf_dir());
     let failures: Vec<String> = failures.into_iter().flatten().collect();
     assert!(
         failures.is_empty(),

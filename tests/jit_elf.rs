@@ -3,7 +3,8 @@
 //! inject`) see it as native code:
 //!
 //! * `perf record -g` and `perf report`: the hot Toy function named from
-//!   its file, and its samples' stacks whole to `main`;
+//!   its file, and its samples' stacks whole to `main`; `--sort srcline`
+//!   names the hot loop's Toy source line from the file's `.debug_line`;
 //! * `eu-stack -p PID` on a running toyvm: JIT frames named, down to `main`;
 //! * bpftrace's `ustack`: JIT frames named, with no perf map;
 //! * what the OpenTelemetry eBPF profiler relies on (it cannot be built
@@ -228,14 +229,38 @@ fn perf_names_compiled_code_from_its_files_without_a_perf_map() {
         return;
     }
     // Frame pointers, then DWARF unwinding from the files' .eh_frame.
-    perf_sees_whole_stacks("fp", &["-g"]);
+    let work = perf_sees_whole_stacks("fp", &["-g"]);
+    // The files' .debug_line: perf names the Toy source line of the hot
+    // loop (profile_demo.toy's inner_hot spends its time in lines 14-17).
+    let report = work.perf(
+        &[
+            "report",
+            "-i",
+            "fp.data",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "srcline",
+        ],
+        &[],
+    );
+    let text = String::from_utf8_lossy(&report.stdout);
+    let top = (text.lines())
+        .find(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or("");
+    assert!(
+        ["14", "15", "16", "17"]
+            .iter()
+            .any(|n| top.ends_with(&format!("profile_demo.toy:{n}"))),
+        "the hottest source line is in inner_hot's loop: {top:?}\n{text}"
+    );
     perf_sees_whole_stacks("dwarf", &["--call-graph", "dwarf"]);
 }
 
 /// Records profile_demo.toy under `--jit-elf` with the call graph option
 /// `call_graph`: most samples in compiled `inner_hot`, 90% of them with the
 /// chain down to `main`, and no perf map.
-fn perf_sees_whole_stacks(tag: &str, call_graph: &[&str]) {
+fn perf_sees_whole_stacks(tag: &str, call_graph: &[&str]) -> PerfWork {
     let work = PerfWork::new(&format!("jit-elf-{tag}"));
     let mut args = vec!["record", "-q"];
     args.extend_from_slice(call_graph);
@@ -318,6 +343,7 @@ fn perf_sees_whole_stacks(tag: &str, call_graph: &[&str]) {
         "{whole} of {} whole",
         hot.len()
     );
+    work
 }
 
 #[test]
@@ -436,4 +462,56 @@ fn bpftrace_ustack_names_jit_frames_without_a_perf_map() {
         assert!(text.contains(want), "{want} in:\n{text}");
     }
     assert!(!Path::new(&format!("/tmp/perf-{}.map", hot.pid())).exists());
+}
+
+/// Requests that queue while the compiler thread works become one batch,
+/// one file: 200 functions hot one after another, compiled by a slowed
+/// compiler thread (`TOYVM_JIT_DELAY_US`), give far fewer files than
+/// compiles, and the program prints what the interpreter prints.
+#[test]
+fn queued_compiles_share_a_batch_and_a_file() {
+    let work = PerfWork::new("jit-elf-group");
+    let mut program = String::new();
+    for k in 0..200 {
+        program.push_str(&format!(
+            "fn w{k}(a: int) -> int {{ let s = 0; for i in 0..3000 {{ s = (s + i * a + {k}) % 1000003; }} return s; }}\n"
+        ));
+    }
+    program.push_str("let t = 0;\n");
+    for k in 0..200 {
+        program.push_str(&format!("t = (t + w{k}(2)) % 1000003;\n"));
+    }
+    program.push_str("print(t);\n");
+    std::fs::write(work.path("many.toy"), program).expect("the program");
+    let dir = work.dir.to_string_lossy().into_owned();
+    let interpreted = common::toyvm_in(&work.dir, &["run", "--no-jit", "many.toy"], &[]);
+    let run = common::toyvm_in(
+        &work.dir,
+        &[
+            "run",
+            "--jit-threshold",
+            "2",
+            "--jit-background",
+            "--jit-stats",
+            "--jit-elf",
+            "--perf-dir",
+            &dir,
+            "many.toy",
+        ],
+        &[("TOYVM_JIT_DELAY_US", "3000")],
+    );
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, interpreted.stdout);
+    let compiles = (run.stderr.lines())
+        .filter(|l| l.starts_with("jit-stats: w"))
+        .count();
+    let files = std::fs::read_dir(work.path(format!("toyvm-{}", run.pid)))
+        .expect("the files")
+        .count();
+    eprintln!("jit_elf: {compiles} compiles of the 200 functions in {files} files");
+    assert!(compiles >= 40, "{compiles} compiles:\n{}", run.stderr);
+    assert!(
+        files * 3 <= compiles,
+        "{files} files for {compiles} compiles: queued requests were not grouped"
+    );
 }

@@ -91,6 +91,7 @@ pub mod threads;
 pub mod unwind;
 pub mod vmprof;
 
+mod dwarf;
 mod eh_frame;
 mod os;
 mod safe_file;

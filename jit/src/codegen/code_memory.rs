@@ -15,11 +15,11 @@
 //!   one big anonymous mapping that hides the older code's jitdump objects.
 //!   Every chunk is followed by a `PROT_NONE` guard page ([`arena`]).
 //! * **Freeing one batch**: the pipeline sizes a whole batch before any of
-//!   it is placed ([`CodeChunks::open`]), so each batch gets a chunk of its
+//!   it is placed ([`CodeChunks::open_after`]), so each batch gets a chunk of its
 //!   own from the process-wide [`arena`], and a chunk whose code is all
 //!   dead goes back on its own ([`CodeChunks::free`]).
 //!
-//! The pipeline places each batch itself ([`CodeChunks::open`], then
+//! The pipeline places each batch itself ([`CodeChunks::open_after`], then
 //! [`CodeChunks::allocate`] and [`CodeChunks::write`] per region, code
 //! already relocated for its address, then [`CodeChunks::finalize`]);
 //! [`CodeChunks::free_all`] gives every chunk still held back when the JIT
@@ -77,20 +77,12 @@ impl CodeChunks {
         self.bytes
     }
 
-    /// Opens a writable chunk of at least `bytes` for the next batch.
+    /// Opens a writable chunk for the next batch: `bytes` of code after
+    /// the chunk's first `lead` bytes, which stay free (`--jit-elf` puts its
+    /// file's headers there; 0 otherwise).
     ///
     /// # Errors
     /// The arena's, or `mprotect`'s.
-    pub fn open(&mut self, bytes: usize) -> io::Result<ChunkId> {
-        self.open_after(0, bytes)
-    }
-
-    /// [`open`](Self::open), with the chunk's first `lead` bytes left free:
-    /// the batch's code starts after them (`--jit-elf` puts its file's
-    /// headers there).
-    ///
-    /// # Errors
-    /// As [`open`](Self::open).
     pub fn open_after(&mut self, lead: usize, bytes: usize) -> io::Result<ChunkId> {
         debug_assert!(self.open.is_none(), "one batch at a time");
         let chunk = arena::take(lead + bytes)?;

@@ -56,6 +56,30 @@ pub const THREAD_NAME: &str = "toyvm-jit";
 /// and differential tests).
 pub const DELAY_ENV: &str = "TOYVM_JIT_DELAY_US";
 
+/// The most compile requests one batch takes ([`gather`]).
+const MAX_GROUP: usize = 256;
+
+/// `first` and the compile requests queued behind it, up to
+/// [`MAX_GROUP`]: one batch for the compiler (`Compiler::run_group`).
+/// Nothing waits for more: the group is what queued while the last batch
+/// was compiled. A request that cannot join (an eviction, freeing OSR
+/// variants) ends the group and goes to `next`, to run after it.
+fn gather(first: Request, inbox: &Receiver<Request>, next: &mut Option<Request>) -> Vec<Request> {
+    let joins = |r: &Request| matches!(r, Request::Compile { .. } | Request::Osr { .. });
+    let mut group = vec![first];
+    while joins(&group[0]) && group.len() < MAX_GROUP {
+        match inbox.try_recv() {
+            Ok(request) if joins(&request) => group.push(request),
+            Ok(request) => {
+                *next = Some(request);
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    group
+}
+
 /// The interpreter's side of the compiler thread.
 pub struct Background {
     requests: Option<Sender<Request>>,
@@ -86,20 +110,26 @@ impl Background {
             let main = program.vmprof_main();
             let frame = compiler_frame();
             let mut compiler = compiler;
-            while let Ok(request) = inbox.recv() {
+            let mut next = None;
+            while let Some(request) = next.take().or_else(|| inbox.recv().ok()) {
                 if stopped.load(Ordering::Acquire) {
                     break;
                 }
                 if let Some(delay) = delay {
                     std::thread::sleep(delay);
                 }
+                let group = if compiler.groups_batches() {
+                    gather(request, &inbox, &mut next)
+                } else {
+                    vec![request]
+                };
                 let mut out = Vec::new();
                 {
                     let _root = main.map(vmprof::vmprof_execute_code);
                     let _frame = frame.map(vmprof::vmprof_execute_code);
-                    compiler.run(&program, &request, &mut out);
+                    compiler.run_group(&program, &group, &mut out);
                 }
-                let evicted = matches!(request, Request::Evict { .. });
+                let evicted = matches!(group[..], [Request::Evict { .. }]);
                 if outbox.send((evicted, out)).is_err() {
                     break;
                 }

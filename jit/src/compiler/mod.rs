@@ -150,6 +150,9 @@ pub struct Compiler {
     /// The current batch found no room: the bytes it needed (whole pages)
     /// and the most any batch can get.
     no_room: Option<(usize, usize)>,
+    /// In [`Compiler::run_group`]: requests define their code into one
+    /// batch, finished once at the end.
+    grouping: bool,
     profilers: Profilers,
     /// `--jit-stats`: report each compile's time.
     stats: bool,
@@ -189,6 +192,7 @@ impl Compiler {
             cache: CodeCache::default(),
             trampolines: Vec::new(),
             batch_calls: Vec::new(),
+            grouping: false,
             no_room: None,
             profilers,
             stats: options.stats,
@@ -305,6 +309,74 @@ impl Compiler {
         }
         out.push(Action::Spent(thread_cpu_time().saturating_sub(started)));
     }
+
+    // ANCHOR: run_group
+    /// True if queued compile requests should be run as one batch
+    /// ([`Compiler::run_group`]): when each batch costs a file and a
+    /// mapping (`--jit-elf`), so a run that makes many functions hot one
+    /// after another keeps its mappings few.
+    pub fn groups_batches(&self) -> bool {
+        self.codegen.runs_from_files()
+    }
+
+    /// Runs the compile requests of `group` (each a [`Request::Compile`] or
+    /// [`Request::Osr`]) as one batch: one chunk, one finish, one file
+    /// under `--jit-elf`. What comes of each request is what
+    /// [`Compiler::run`] would say of it alone, except that a batch that
+    /// finds no room answers [`Action::NoRoom`] for every request (each
+    /// asking for its share of the bytes), and the policy retries them one
+    /// by one. Other requests are run alone.
+    pub fn run_group(&mut self, src: &dyn Source, group: &[Request], out: &mut Vec<Action>) {
+        let groupable = |r: &Request| matches!(r, Request::Compile { .. } | Request::Osr { .. });
+        if group.len() < 2 || !group.iter().all(groupable) {
+            for request in group {
+                self.run(src, request, out);
+            }
+            return;
+        }
+        let started = thread_cpu_time();
+        self.no_room = None;
+        let before = self.functions.clone();
+        self.grouping = true;
+        for request in group {
+            match request {
+                Request::Compile { funcs, entered } => {
+                    self.compile_functions(src, funcs, entered, out)
+                }
+                Request::Osr { callees, func } => {
+                    self.compile_functions(src, callees, &[], out);
+                    self.compile_osr(src, *func, out);
+                }
+                Request::Evict { .. } | Request::FreeOsr { .. } => {}
+            }
+        }
+        self.grouping = false;
+        if self.finish_batch(src, out).is_some() {
+            self.functions = before;
+        }
+        let no_room = self.no_room.take();
+        for request in group {
+            for f in request.functions() {
+                if let Request::Osr { func, .. } = request
+                    && f == *func
+                    && !(out.iter()).any(|a| matches!(*a, Action::Osr(o, _) if o == f))
+                {
+                    // Not finished (no room, or define or finalize failed).
+                    out.push(Action::Osr(f, None));
+                }
+                out.push(Action::State(f, self.state(f)));
+            }
+            if let Some((needed, room)) = no_room {
+                out.push(Action::NoRoom {
+                    request: request.clone(),
+                    needed: needed.div_ceil(group.len()),
+                    room,
+                });
+            }
+        }
+        out.push(Action::Spent(thread_cpu_time().saturating_sub(started)));
+    }
+    // ANCHOR_END: run_group
 
     /// Evicts the coldest code no activation runs in until `needed` bytes
     /// are free or nothing more may go (see [`cache`]).
@@ -615,6 +687,13 @@ impl Compiler {
                 Err(e) => self.give_up(src, f, &e, out),
             }
         }
+        if self.grouping {
+            // `run_group` finishes the batch.
+            for (f, what, took) in done {
+                self.note_time(src, f, what, took, out);
+            }
+            return;
+        }
         let started = Instant::now();
         if self.finish_batch(src, out).is_some() {
             self.functions = before;
@@ -668,6 +747,11 @@ impl Compiler {
             .and_then(|id| self.define_body(src, func, role, id));
         let before = out.len();
         match defined {
+            Ok(()) if self.grouping => {
+                // `run_group` finishes the batch.
+                self.note_time(src, func, " (OSR)", started.elapsed(), out);
+                return;
+            }
             Ok(()) => {
                 if self.finish_batch(src, out).is_some() {
                     return;

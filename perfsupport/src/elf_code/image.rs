@@ -12,7 +12,8 @@
 //!                       .note.gnu.build-id, zeros to len  page it left for the
 //!                                                         headers; PT_GNU_EH_FRAME
 //!                                                         and PT_NOTE inside it
-//! len                   .symtab, .strtab, .shstrtab,      (no segment)
+//! len                   .debug_info, .debug_line, ...,    (no segment)
+//!                       .symtab, .strtab, .shstrtab,
 //!                       section headers
 //! ```
 // ANCHOR_END: layout
@@ -40,11 +41,19 @@
 //! * `.eh_frame` uses `pcrel|sdata4` addresses and `.eh_frame_hdr` a sorted
 //!   `datarel|sdata4` table, the encodings every unwinder of shared
 //!   libraries reads; every region with unwind info has its FDE.
+//! * DWARF after the segment (never mapped, read from the file): a
+//!   `DW_TAG_subprogram` per region and the regions' line tables in
+//!   `.debug_line`, the rows perf gets through jitdump, so `perf report
+//!   --sort srcline`, `perf annotate`, `addr2line`, `eu-stack -s` and a
+//!   fleet backend that symbolizes by build-id show Toy source lines.
+//!   They cost the file some bytes and the batch the time `gimli::write`
+//!   takes (`bench/jit_elf.py`), not a page of memory.
 //! * The build-id is the SHA-1 of the whole file (with the note's
 //!   descriptor zeroed) and a salt (the publisher's pid, file number and
 //!   chunk address): two files never share one, since fleet backends
 //!   symbolize by build-id.
 
+use crate::dwarf::{self, RegionView};
 use crate::eh_frame::{FdeBase, LayoutWriter, write_cie_fde};
 use crate::region::CodeRegion;
 use gimli::constants::{DW_EH_PE_datarel, DW_EH_PE_pcrel, DW_EH_PE_sdata4, DW_EH_PE_udata4};
@@ -122,9 +131,10 @@ fn unwind_sections(
 /// The ELF file of a chunk: `mem`, its bytes as they run at runtime
 /// address `chunk` (a first page left for the headers, the regions, which
 /// must lie after it, and spare bytes after the last one), mapped from file
-/// offset 0; the unwind tables and build-id note in the spare bytes. `salt` goes into the build-id with
-/// the file's bytes: identical code published twice still gets two
-/// build-ids.
+/// offset 0; the unwind tables and build-id note in the spare bytes; the
+/// DWARF of the regions (relative source paths found from `comp_dir`)
+/// after the segment. `salt` goes into the build-id with the file's bytes:
+/// identical code published twice still gets two build-ids.
 ///
 /// # Errors
 /// A region outside the chunk, or spare bytes too few for the tables.
@@ -133,6 +143,7 @@ pub fn build(
     chunk: u64,
     mem: &[u8],
     regions: &[CodeRegion<'_>],
+    comp_dir: &str,
     salt: &[u8],
 ) -> io::Result<Vec<u8>> {
     const TEXT_ALIGN: u64 = 16;
@@ -168,6 +179,20 @@ pub fn build(
         )));
     }
 
+    // The regions at their ELF addresses, for the DWARF.
+    let views: Vec<RegionView<'_>> = regions
+        .iter()
+        .map(|r| RegionView {
+            start: text + (r.start() - chunk),
+            ..RegionView::from(r)
+        })
+        .collect();
+    let debug = if views.is_empty() {
+        Vec::new()
+    } else {
+        dwarf::build(&views, comp_dir)?.sections
+    };
+
     let mut out = Vec::new();
     let mut w = Writer::new(Endianness::Little, true, &mut out);
     // Reserve, in file order.
@@ -175,6 +200,9 @@ pub fn build(
     w.reserve_program_headers(PROGRAM_HEADERS);
     w.reserve_until(page);
     w.reserve(len - page, 1);
+    let debug_at: Vec<u64> = (debug.iter())
+        .map(|(_, b)| w.reserve(b.len() as u64, 1))
+        .collect();
     w.reserve_null_section_index();
     let text_name = w.add_section_name(b".text");
     let text_index = w.reserve_section_index();
@@ -184,6 +212,13 @@ pub fn build(
     w.reserve_section_index();
     let note_name = w.add_section_name(b".note.gnu.build-id");
     w.reserve_section_index();
+    let debug_names: Vec<_> = (debug.iter())
+        .map(|(name, _)| {
+            let name = w.add_section_name(name.as_bytes());
+            w.reserve_section_index();
+            name
+        })
+        .collect();
     w.reserve_symtab_section_index();
     w.reserve_strtab_section_index();
     w.reserve_shstrtab_section_index();
@@ -255,6 +290,9 @@ pub fn build(
     note.extend_from_slice(&[0; 20]);
     w.write(&note);
     w.pad_until(text + len);
+    for (_, bytes) in &debug {
+        w.write(bytes);
+    }
     w.write_null_symbol();
     for (r, name) in regions.iter().zip(&names) {
         let st_name = w.string_offset(Some(*name));
@@ -319,6 +357,21 @@ pub fn build(
         NOTE_SIZE,
         4,
     ));
+    for ((name, (_, bytes)), at) in debug_names.iter().zip(&debug).zip(&debug_at) {
+        // Not loaded: no address, only an offset.
+        w.write_section_header(&SectionHeader {
+            sh_addr: 0,
+            sh_offset: *at,
+            ..section(
+                w.section_name_offset(Some(*name)),
+                elf::SHT_PROGBITS,
+                elf::SectionFlags(0),
+                0,
+                bytes.len(),
+                1,
+            )
+        });
+    }
     w.write_symtab_section_header(1);
     w.write_strtab_section_header();
     w.write_shstrtab_section_header();

@@ -45,6 +45,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct ElfCodeFiles {
     dir: PathBuf,
+    /// Where relative source paths of line tables are found (the
+    /// directory the process started in): the files' DWARF says so.
+    comp_dir: String,
     page: u64,
     next: Mutex<u64>,
 }
@@ -76,8 +79,10 @@ impl ElfCodeFiles {
             )
         };
         make_own_dir(&dir).map_err(context)?;
+        let comp_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let files = ElfCodeFiles {
             dir: dir.clone(),
+            comp_dir: comp_dir.to_string_lossy().into_owned(),
             page: map::page_size(),
             next: Mutex::new(0),
         };
@@ -162,7 +167,14 @@ impl ElfCodeFiles {
             (chunk as u64).to_le_bytes(),
         ]
         .concat();
-        let bytes = image::build(self.page, chunk as u64, code, regions, &salt)?;
+        let bytes = image::build(
+            self.page,
+            chunk as u64,
+            code,
+            regions,
+            &self.comp_dir,
+            &salt,
+        )?;
         let path = self.dir.join(format!("code-{number}.so"));
         let mut file = create_replacing_stale(&path, FILE_MODE, WriteMode::ReadWrite)?;
         let result = file.write_all(&bytes).and_then(|()| {

@@ -35,7 +35,7 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
     let (code, a, b) = page_with_two();
     let chunk = code.as_ptr() as u64;
     let regions = regions(&code, &a, &b);
-    let bytes = image::build(4096, chunk, &code, &regions, b"one").expect("image");
+    let bytes = image::build(4096, chunk, &code, &regions, "/src", b"one").expect("image");
     let file = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
     let header = file.elf_header();
     assert_eq!(header.e_type(Endianness::Little), object::elf::ET_DYN);
@@ -106,7 +106,7 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
     // again (another salt).
     let id = file.build_id().expect("read").expect("a build-id").to_vec();
     assert_eq!(id.len(), 20);
-    let again = image::build(4096, chunk, &code, &regions, b"two").expect("image");
+    let again = image::build(4096, chunk, &code, &regions, "/src", b"two").expect("image");
     let other = ElfFile64::<Endianness>::parse(&*again).expect("ELF");
     assert_ne!(other.build_id().expect("read").expect("id"), &id[..]);
     assert_eq!(bytes.len(), again.len());
@@ -117,7 +117,7 @@ fn a_region_outside_its_chunk_is_refused() {
     let (code, a, b) = page_with_two();
     let regions = regions(&code, &a, &b);
     let elsewhere = code.as_ptr() as u64 + 16384;
-    let err = image::build(4096, elsewhere, &code, &regions, b"").expect_err("refused");
+    let err = image::build(4096, elsewhere, &code, &regions, "/src", b"").expect_err("refused");
     assert!(err.to_string().contains("outside its chunk"), "{err}");
 }
 
@@ -277,6 +277,13 @@ fn a_chunk_is_written_published_run_and_unmapped() {
     let elf = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
     let names: Vec<_> = elf.symbols().filter_map(|s| s.name().ok()).collect();
     assert_eq!(names, ["chunk:one", "chunk:two"]);
+    // chunk:one's line table at its ELF address (the page, then offset 4).
+    let file = object::File::parse(&*bytes).expect("ELF");
+    let page = files.page_size();
+    assert_eq!(
+        crate::dwarf::line_rows(&file),
+        [(page + 4, "t.toy".to_owned(), 7)]
+    );
     drop(chunk);
     assert_eq!(mapping_at(start), None, "dropped: unmapped");
 }

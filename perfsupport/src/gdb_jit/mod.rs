@@ -28,16 +28,16 @@
 //! `__jit_debug_register_code` is never called.
 
 mod descriptor;
-mod dwarf;
 mod elf_image;
 mod record;
 
+use crate::dwarf::RegionView;
 use crate::region::CodeRegion;
 use crate::sink::ProfilerSink;
 use crate::validation::{validate_batch, validate_ranges};
 use descriptor::Published;
 use parking_lot::Mutex;
-use record::{RegionRecord, RegionView};
+use record::RegionRecord;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;

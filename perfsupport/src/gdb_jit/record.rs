@@ -7,6 +7,7 @@
 //! object's `.text` is `SHT_NOBITS` at the live address, so the start and
 //! the size are all it takes.
 
+use crate::dwarf::RegionView;
 use crate::region::{CodeRegion, LineEntry, UnwindInfo};
 use gimli::write::{CommonInformationEntry, FrameDescriptionEntry};
 
@@ -21,22 +22,6 @@ pub(super) struct RegionRecord {
     files: Vec<String>,
     /// (offset, index into `files`, line, column) per line-table row.
     rows: Vec<(u32, usize, u32, u32)>,
-}
-
-/// A region as the object builders read it: borrowed, from a [`CodeRegion`]
-/// of the batch being registered or from a [`RegionRecord`] kept since.
-#[derive(Clone, Copy)]
-pub(super) struct RegionView<'a> {
-    /// Address of the first code byte.
-    pub start: u64,
-    /// Code size in bytes.
-    pub size: u64,
-    /// The symbol name (validated: no NUL).
-    pub name: &'a str,
-    /// The region's CFI, if any.
-    pub unwind: Option<UnwindInfo<'a>>,
-    /// The line table, sorted by offset.
-    pub lines: &'a [LineEntry<'a>],
 }
 
 impl RegionRecord {
@@ -89,18 +74,6 @@ impl RegionRecord {
             name: &self.name,
             unwind: self.cfi.as_ref().map(|(cie, fde)| UnwindInfo { cie, fde }),
             lines,
-        }
-    }
-}
-
-impl<'a> From<&CodeRegion<'a>> for RegionView<'a> {
-    fn from(region: &CodeRegion<'a>) -> RegionView<'a> {
-        RegionView {
-            start: region.start(),
-            size: region.size(),
-            name: region.name,
-            unwind: region.unwind,
-            lines: region.lines,
         }
     }
 }

@@ -32,38 +32,6 @@ fn fde(size: u32) -> FrameDescriptionEntry {
     fde
 }
 
-/// Line rows of `.debug_line` as (address, file name, line).
-fn line_rows(file: &object::File<'_>) -> Vec<(u64, String, u64)> {
-    let load = |id: gimli::SectionId| -> Result<std::borrow::Cow<'_, [u8]>, gimli::Error> {
-        Ok(file
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or_default())
-    };
-    let owned = gimli::DwarfSections::load(load).unwrap();
-    let dwarf = owned.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
-    let mut rows_out = Vec::new();
-    let mut units = dwarf.units();
-    while let Some(header) = units.next().unwrap() {
-        let unit = dwarf.unit(header).unwrap();
-        let program = unit.line_program.clone().unwrap();
-        let mut rows = program.rows();
-        while let Some((header, row)) = rows.next_row().unwrap() {
-            if row.end_sequence() {
-                continue;
-            }
-            let file = row.file(header).unwrap();
-            let name = dwarf.attr_string(&unit, file.path_name()).unwrap();
-            rows_out.push((
-                row.address(),
-                name.to_string_lossy().into_owned(),
-                row.line().unwrap().get(),
-            ));
-        }
-    }
-    rows_out
-}
-
 #[test]
 fn the_object_places_symbols_lines_and_cfi_at_the_live_code() {
     // Two regions further apart than one `.text` section may span, `a`
@@ -132,7 +100,7 @@ fn the_object_places_symbols_lines_and_cfi_at_the_live_code() {
 
     let start = regions[0].start();
     assert_eq!(
-        line_rows(&file),
+        crate::dwarf::line_rows(&file),
         [
             (start, "fib.toy".to_string(), 2),
             (start + 8, "fib.toy".to_string(), 3)
@@ -269,7 +237,7 @@ fn one_region_batches_are_merged_into_a_few_objects_naming_every_region() {
         assert_eq!(name, &names[i]);
         assert_eq!(*address, code[i * 4..].as_ptr() as u64);
     }
-    let rows = line_rows(&file);
+    let rows = crate::dwarf::line_rows(&file);
     assert_eq!(rows.len(), 64);
     assert!(rows.iter().enumerate().all(|(i, (address, file, line))| {
         *address == code[i * 4..].as_ptr() as u64 && file == "many.toy" && *line == i as u64 + 1

@@ -1,15 +1,16 @@
-//! The DWARF of one batch, written with `gimli::write`: a compile unit per
+//! The DWARF of one batch of code regions, written with `gimli::write`: a compile unit per
 //! batch with a `DW_TAG_subprogram` per region (`.debug_info`,
 //! `.debug_abbrev`, `.debug_str`, `.debug_ranges`), the regions' line
 //! tables (`.debug_line`, one sequence per region: the same rows perf gets
 //! through jitdump). The call-frame information is the `.eh_frame` that
 //! [`crate::unwind`] builds for the system unwinder.
 //!
-//! Every address is the code's absolute runtime address: the object's
-//! `.text` sections sit at those addresses (see [`elf_image`](super::elf_image)),
-//! so gdb relocates nothing.
+//! Every address is the one [`RegionView::start`] gives: the code's
+//! absolute runtime address for the GDB JIT objects (their `.text`
+//! sections sit there, so gdb relocates nothing), the ELF address of the
+//! code for the files of [`crate::elf_code`]. Both read the same rows.
 
-use super::record::RegionView;
+use crate::region::{CodeRegion, LineEntry, UnwindInfo};
 use gimli::write::{
     Address, AttributeValue, DwarfUnit, EndianVec, LineProgram, LineString, Range, RangeList,
     Sections,
@@ -19,9 +20,37 @@ use std::collections::HashMap;
 use std::io;
 
 /// The DWARF sections of one batch, by ELF section name.
-pub(super) struct DwarfSections {
+pub(crate) struct DwarfSections {
     /// (name, bytes) of every non-empty section.
     pub sections: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// A region as the DWARF builder reads it: borrowed from a [`CodeRegion`], from
+/// a record the GDB JIT sink kept, or placed at an ELF file's address.
+#[derive(Clone, Copy)]
+pub(crate) struct RegionView<'a> {
+    /// Address of the first code byte.
+    pub start: u64,
+    /// Code size in bytes.
+    pub size: u64,
+    /// The symbol name (validated: no NUL).
+    pub name: &'a str,
+    /// The region's CFI, if any.
+    pub unwind: Option<UnwindInfo<'a>>,
+    /// The line table, sorted by offset.
+    pub lines: &'a [LineEntry<'a>],
+}
+
+impl<'a> From<&CodeRegion<'a>> for RegionView<'a> {
+    fn from(region: &CodeRegion<'a>) -> RegionView<'a> {
+        RegionView {
+            start: region.start(),
+            size: region.size(),
+            name: region.name,
+            unwind: region.unwind,
+            lines: region.lines,
+        }
+    }
 }
 
 /// DWARF 4: read by every gdb and lldb still in use.
@@ -36,7 +65,7 @@ const UNKNOWN_FILE: &str = "<jit>";
 
 /// Builds the DWARF of `regions` (validated, non-empty). `comp_dir` is the
 /// directory relative source paths are found from.
-pub(super) fn build(regions: &[RegionView<'_>], comp_dir: &str) -> io::Result<DwarfSections> {
+pub(crate) fn build(regions: &[RegionView<'_>], comp_dir: &str) -> io::Result<DwarfSections> {
     let first_file = regions
         .iter()
         .find_map(|r| r.lines.first())
@@ -181,4 +210,39 @@ fn dwarf_string(s: &str, empty: &str) -> Vec<u8> {
 
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// Test helper: the line rows of an object's `.debug_line` as (address,
+/// file name, line).
+#[cfg(test)]
+pub(crate) fn line_rows(file: &object::File<'_>) -> Vec<(u64, String, u64)> {
+    use object::{Object, ObjectSection};
+    let load = |id: gimli::SectionId| -> Result<std::borrow::Cow<'_, [u8]>, gimli::Error> {
+        Ok(file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or_default())
+    };
+    let owned = gimli::DwarfSections::load(load).unwrap();
+    let dwarf = owned.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
+    let mut rows_out = Vec::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next().unwrap() {
+        let unit = dwarf.unit(header).unwrap();
+        let program = unit.line_program.clone().unwrap();
+        let mut rows = program.rows();
+        while let Some((header, row)) = rows.next_row().unwrap() {
+            if row.end_sequence() {
+                continue;
+            }
+            let file = row.file(header).unwrap();
+            let name = dwarf.attr_string(&unit, file.path_name()).unwrap();
+            rows_out.push((
+                row.address(),
+                name.to_string_lossy().into_owned(),
+                row.line().unwrap().get(),
+            ));
+        }
+    }
+    rows_out
 }
