@@ -135,25 +135,34 @@ fn eu_stack_names_the_running_code_down_to_main() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("elfjit");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let out = Command::new("eu-stack")
-        .args(["-p", &child.id().to_string()])
-        .output()
-        .expect("eu-stack");
+    // It says nothing until it ends: ask until its code runs (a loaded
+    // machine may take a while to get there).
+    let mut seen = String::new();
+    let mut whole = false;
+    for _ in 0..25 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let out = Command::new("eu-stack")
+            .args(["-p", &child.id().to_string()])
+            .output()
+            .expect("eu-stack");
+        seen = String::from_utf8_lossy(&out.stdout).into_owned();
+        let frames: Vec<&str> = (seen.lines())
+            .filter_map(|l| l.split_whitespace().nth(2))
+            .collect();
+        let position = |name: &str| frames.iter().position(|f| *f == name);
+        let order = ["elfjit::outer", "run_jit", "main"].map(position);
+        whole = order.iter().all(Option::is_some) && order.is_sorted();
+        if whole {
+            break;
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
     let _ = BufReader::new(child.stdout.take().expect("stdout"))
         .lines()
         .count();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let frames: Vec<&str> = (text.lines())
-        .filter_map(|l| l.split_whitespace().nth(2))
-        .collect();
-    let position = |name: &str| frames.iter().position(|f| *f == name);
-    let order = ["elfjit::outer", "run_jit", "main"].map(position);
     assert!(
-        order.iter().all(Option::is_some) && order.is_sorted(),
-        "eu-stack shows outer, run_jit, main in order:\n{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+        whole,
+        "eu-stack shows outer, run_jit, main in order:\n{seen}"
     );
 }
