@@ -1,6 +1,7 @@
 //! The C API's argument checking: a sequence of C calls chosen by the
 //! bytes (`perfsupport_profilers_open`, `_register`, `_retire`,
-//! `_reserved_region_size`, the perf map trio, the vmprof calls), with
+//! `_reserved_region_size`, the perf map trio, the vmprof calls, the code
+//! files: `perfsupport_code_files_*`, `perfsupport_code_chunk_*`), with
 //! arbitrary flags, names, sizes, counts, unwind rows and line tables, and
 //! NULL where a pointer may be NULL. Within each call's documented contract
 //! (a pointer is NULL or points to what its count says, a string is
@@ -8,7 +9,9 @@
 //! Ranges are checked too: code whose `code + size` runs past the end of
 //! the address space (which no valid pointer can) and dead-code ranges of
 //! any numbers (0 bytes, `start + size` overflowing) must be
-//! `PERFSUPPORT_EINVAL`, never a read or a silent success.
+//! `PERFSUPPORT_EINVAL`, never a read or a silent success; so must a
+//! chunk's write past its capacity and a published region whose code is
+//! not inside its chunk.
 //!
 //! Every call returns 0 or one of the documented codes and leaves a
 //! message; `PERFSUPPORT_EPANIC` (a panic caught at the boundary) is a bug
@@ -30,6 +33,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
+use capi::elf_code::*;
 use capi::error::*;
 use capi::regions::*;
 use capi::unwind::*;
@@ -127,6 +131,23 @@ enum Call {
     Enable { path: Place, interp: Text, interval_us: u32 },
     Disable { null: bool },
     Attach { null: bool },
+    FilesOpen { dir: Place, name: Text, keep: bool },
+    FilesClose { files: u8 },
+    ChunkAlloc { files: u8, code_size: u16, region_count: u8, keep: bool },
+    ChunkWrite { chunk: u8, offset: usize, size: u16, null: bool },
+    ChunkPublish { chunk: u8, files: u8, regions: Vec<ChunkRegion> },
+    ChunkFree { chunk: u8 },
+}
+
+/// A region given to `perfsupport_code_chunk_publish`: `offset` bytes into
+/// its chunk, or (`elsewhere`) in the fuzzer's own code, outside any chunk.
+#[derive(Arbitrary, Debug)]
+struct ChunkRegion {
+    offset: u16,
+    size: u16,
+    elsewhere: bool,
+    name: Text,
+    unwind: Option<Unwind>,
 }
 
 /// The code the regions point into.
@@ -242,8 +263,15 @@ fuzz_target!(
     },
     |calls: Vec<Call>| {
     let mut handles: Vec<*mut perfsupport_profilers> = Vec::new();
+    let mut files: Vec<*mut perfsupport_code_files> = Vec::new();
+    let mut chunks: Vec<*mut perfsupport_code_chunk> = Vec::new();
     for call in &calls {
         let handle = |h: &u8| handles.get(usize::from(*h)).copied().unwrap_or(std::ptr::null_mut());
+        let files_at = |f: &u8| files.get(usize::from(*f)).copied().unwrap_or(std::ptr::null_mut());
+        let chunk_at = |c: &u8| chunks.get(usize::from(*c)).copied().unwrap_or(std::ptr::null_mut());
+        // A write past a chunk's capacity, a region outside its chunk:
+        // refused (EINVAL, or ESTATE for a published chunk), never done.
+        let mut must_fail = false;
         // SAFETY (every call below): arguments are NULL or point to what
         // their counts say, strings are NUL-terminated (the contract the
         // header states); handles come from `perfsupport_profilers_open`
@@ -390,14 +418,116 @@ fuzz_target!(
                     let at = if *null { std::ptr::null_mut() } else { &mut stack as *mut _ };
                     perfsupport_vmprof_attach_thread(at)
                 }
+                Call::FilesOpen { dir, name, keep } => {
+                    // Never the current directory: "" is scratch here.
+                    let dir = match dir {
+                        Place::Empty => place(&Place::Scratch, ""),
+                        other => place(other, ""),
+                    };
+                    let name = name.c_string();
+                    let mut out: *mut perfsupport_code_files = std::ptr::null_mut();
+                    let out_ptr = if *keep { &mut out as *mut _ } else { std::ptr::null_mut() };
+                    let rc = perfsupport_code_files_open(ptr(&dir), ptr(&name), out_ptr);
+                    if !out.is_null() {
+                        files.push(out);
+                    }
+                    rc
+                }
+                Call::FilesClose { files: f } => {
+                    let index = usize::from(*f);
+                    if index < files.len() {
+                        perfsupport_code_files_close(files.swap_remove(index))
+                    } else {
+                        perfsupport_code_files_close(std::ptr::null_mut())
+                    }
+                }
+                Call::ChunkAlloc { files: f, code_size, region_count, keep } => {
+                    let mut out: *mut perfsupport_code_chunk = std::ptr::null_mut();
+                    let out_ptr = if *keep { &mut out as *mut _ } else { std::ptr::null_mut() };
+                    let rc = perfsupport_code_chunk_alloc(
+                        files_at(f),
+                        usize::from(*code_size),
+                        usize::from(*region_count),
+                        out_ptr,
+                    );
+                    if !out.is_null() {
+                        chunks.push(out);
+                    }
+                    rc
+                }
+                Call::ChunkWrite { chunk: c, offset, size, null } => {
+                    let bytes = if *null { std::ptr::null() } else { CODE.as_ptr() };
+                    let size = usize::from(*size).min(CODE.len());
+                    let capacity = perfsupport_code_chunk_capacity(chunk_at(c));
+                    must_fail |= offset.checked_add(size).is_none_or(|end| end > capacity);
+                    perfsupport_code_chunk_write(chunk_at(c), *offset, bytes.cast(), size)
+                }
+                Call::ChunkPublish { chunk: c, files: f, regions } => {
+                    let chunk = chunk_at(c);
+                    let base = perfsupport_code_chunk_address(chunk) as usize;
+                    let capacity = perfsupport_code_chunk_capacity(chunk);
+                    let names: Vec<Option<CString>> =
+                        regions.iter().map(|r| r.name.c_string()).collect();
+                    let unwinds: Vec<Option<Box<CUnwind>>> =
+                        regions.iter().map(|r| r.unwind.as_ref().map(c_unwind)).collect();
+                    let c_regions: Vec<perfsupport_region> = (regions.iter().enumerate())
+                        .map(|(i, r)| {
+                            let (offset, size) = (usize::from(r.offset), usize::from(r.size));
+                            let code = if r.elsewhere || base == 0 {
+                                code_at(r.offset, size).0 as usize
+                            } else {
+                                base + offset
+                            };
+                            must_fail |= base == 0
+                                || r.elsewhere
+                                || offset.checked_add(size).is_none_or(|end| end > capacity);
+                            perfsupport_region {
+                                code: code as *const _,
+                                size,
+                                name: ptr(&names[i]),
+                                unwind: unwinds[i]
+                                    .as_ref()
+                                    .map_or(std::ptr::null(), |u| &u.unwind as *const _),
+                                lines: std::ptr::null(),
+                                line_count: 0,
+                            }
+                        })
+                        .collect();
+                    perfsupport_code_chunk_publish(
+                        chunk,
+                        files_at(f),
+                        c_regions.as_ptr(),
+                        c_regions.len(),
+                    )
+                }
+                Call::ChunkFree { chunk: c } => {
+                    let index = usize::from(*c);
+                    if index < chunks.len() {
+                        perfsupport_code_chunk_free(chunks.swap_remove(index))
+                    } else {
+                        perfsupport_code_chunk_free(std::ptr::null_mut())
+                    }
+                }
             }
         };
         check(rc, call);
+        if must_fail {
+            assert_ne!(rc, PERFSUPPORT_OK, "{call:?}");
+        }
         if refused_for_its_ranges(call) {
             assert_eq!(rc, PERFSUPPORT_EINVAL, "{call:?}");
         }
     }
-    // Each input starts from a clean state: no handle, no profile.
+    // Each input starts from a clean state: no handle, no chunk, no profile.
+    for chunk in chunks {
+        // SAFETY: made by perfsupport_code_chunk_alloc, not freed yet; no
+        // code of it ever ran.
+        check(unsafe { perfsupport_code_chunk_free(chunk) }, &Call::MapInit);
+    }
+    for f in files {
+        // SAFETY: made by perfsupport_code_files_open, not closed yet.
+        check(unsafe { perfsupport_code_files_close(f) }, &Call::MapInit);
+    }
     for handle in handles {
         // SAFETY: made by perfsupport_profilers_open, not finished yet.
         check(unsafe { perfsupport_profilers_finish(handle) }, &Call::MapInit);
