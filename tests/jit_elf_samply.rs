@@ -169,19 +169,6 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8(out).expect("a UTF-8 URL")
 }
 
-fn run(work: &PerfWork, program: &str, args: &[&str]) {
-    let out = work
-        .command(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn samply_names_whole_stacks_from_the_code_files() {
     if !common::tool_or_skip(TEST, "perf", common::PERF_RECORD_PROBE)
@@ -191,8 +178,7 @@ fn samply_names_whole_stacks_from_the_code_files() {
     }
     let work = PerfWork::new("jit-elf-samply");
     let script = common::repo_root().join("examples/scripts/profile_demo.toy");
-    run(
-        &work,
+    work.run_ok(
         "perf",
         &[
             "record",
@@ -225,8 +211,7 @@ fn samply_names_whole_stacks_from_the_code_files() {
         !listing.iter().any(|f| f.starts_with("jit-")),
         "no jitdump: {listing:?}"
     );
-    run(
-        &work,
+    work.run_ok(
         "samply",
         &["import", "--save-only", "-o", "profile.json", "perf.data"],
     );

@@ -53,20 +53,6 @@ fn sample_stacks(profile: &Value) -> Vec<Vec<String>> {
     stacks
 }
 
-fn run(work: &Work, program: &str, args: &[&str]) {
-    let out = work
-        .command(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn samply_import_names_the_hot_loop_frames() {
     if !common::tool_or_skip("samply", "perf", &["--version"])
@@ -77,8 +63,7 @@ fn samply_import_names_the_hot_loop_frames() {
     let work = Work::new("samply");
     let dir = work.dir.to_str().expect("utf-8 temp dir");
     let script = common::repo_root().join(SCRIPT);
-    run(
-        &work,
+    work.run_ok(
         "perf",
         &[
             "record",
@@ -101,8 +86,7 @@ fn samply_import_names_the_hot_loop_frames() {
             "4000000",
         ],
     );
-    run(
-        &work,
+    work.run_ok(
         "samply",
         &["import", "--save-only", "-o", "profile.json", "perf.data"],
     );
@@ -218,9 +202,8 @@ fn samply_names_evicted_and_recompiled_code_by_time() {
         "3",
         "20000",
     ]);
-    run(&work, "perf", &args);
-    run(
-        &work,
+    work.run_ok("perf", &args);
+    work.run_ok(
         "samply",
         &["import", "--save-only", "-o", "profile.json", "perf.data"],
     );

@@ -266,7 +266,8 @@ pub unsafe extern "C" fn perfsupport_code_chunk_publish(
         let mut offsets = Vec::with_capacity(raw.len());
         for (index, region) in raw.iter().enumerate() {
             let start = region.code as usize;
-            if start < base || region.size > end - start.min(end) || start >= end {
+            let inside = (base..end).contains(&start) && region.size <= end - start;
+            if !inside {
                 return Err(Error::invalid(format!(
                     "region {index}: {} bytes at {:p} are not inside the chunk \
                      ({:#x}..{end:#x})",

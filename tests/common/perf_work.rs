@@ -46,6 +46,23 @@ impl PerfWork {
         command
     }
 
+    /// Runs `program ARGS...` here, asserting success (the message has its
+    /// stdout and stderr); its output.
+    pub fn run_ok(&self, program: &str, args: &[&str]) -> Output {
+        let out = self
+            .command(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("run {program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// Runs `perf ARGS...` here with extra environment variables.
     pub fn perf(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         self.command("perf")

@@ -150,9 +150,6 @@ pub struct Compiler {
     /// The current batch found no room: the bytes it needed (whole pages)
     /// and the most any batch can get.
     no_room: Option<(usize, usize)>,
-    /// In [`Compiler::run_group`]: requests define their code into one
-    /// batch, finished once at the end.
-    grouping: bool,
     profilers: Profilers,
     /// `--jit-stats`: report each compile's time.
     stats: bool,
@@ -192,7 +189,6 @@ impl Compiler {
             cache: CodeCache::default(),
             trampolines: Vec::new(),
             batch_calls: Vec::new(),
-            grouping: false,
             no_room: None,
             profilers,
             stats: options.stats,
@@ -337,20 +333,30 @@ impl Compiler {
         let started = thread_cpu_time();
         self.no_room = None;
         let before = self.functions.clone();
-        self.grouping = true;
+        // Each request's code defined, none finished: one batch.
+        let mut done = Vec::new();
         for request in group {
             match request {
                 Request::Compile { funcs, entered } => {
-                    self.compile_functions(src, funcs, entered, out)
+                    done.extend(self.define_functions(src, funcs, entered, out));
                 }
                 Request::Osr { callees, func } => {
-                    self.compile_functions(src, callees, &[], out);
-                    self.compile_osr(src, *func, out);
+                    done.extend(self.define_functions(src, callees, &[], out));
+                    if self.over_budget(src, *func, out) {
+                        out.push(Action::Osr(*func, None));
+                    } else {
+                        let started = Instant::now();
+                        if self.define_osr(src, *func, out) {
+                            done.push((*func, " (OSR)", started.elapsed()));
+                        }
+                    }
                 }
                 Request::Evict { .. } | Request::FreeOsr { .. } => {}
             }
         }
-        self.grouping = false;
+        for (f, what, took) in done {
+            self.note_time(src, f, what, took, out);
+        }
         if self.finish_batch(src, out).is_some() {
             self.functions = before;
         }
@@ -657,11 +663,35 @@ impl Compiler {
         entered: &[u32],
         out: &mut Vec<Action>,
     ) {
-        // (function, what, time): "" for a native function (with its shim
-        // if built here too), " (entry shim)" for a shim alone.
-        let mut done: Vec<(u32, &str, Duration)> = Vec::new();
         // The states to go back to if the batch finds no room.
         let before = self.functions.clone();
+        let done = self.define_functions(src, funcs, entered, out);
+        let started = Instant::now();
+        if self.finish_batch(src, out).is_some() {
+            self.functions = before;
+            return;
+        }
+        let finish = started.elapsed();
+        // Each function's time: its own IR building and code generation
+        // (native and/or shim) plus its share of the batch's finalize/report.
+        let share = finish / done.len().max(1) as u32;
+        for (f, what, took) in done {
+            self.note_time(src, f, what, took + share, out);
+        }
+    }
+
+    /// Defines the native functions of `funcs` and the entry shims of
+    /// `entered` into the batch, not finished: (function, what, time) of
+    /// each, "" for a native function (with its shim if built here too),
+    /// " (entry shim)" for a shim alone.
+    fn define_functions(
+        &mut self,
+        src: &dyn Source,
+        funcs: &[u32],
+        entered: &[u32],
+        out: &mut Vec<Action>,
+    ) -> Vec<(u32, &'static str, Duration)> {
+        let mut done = Vec::new();
         for &f in funcs {
             if self.state(f) != FnState::Interpreted || self.over_budget(src, f, out) {
                 continue;
@@ -687,25 +717,7 @@ impl Compiler {
                 Err(e) => self.give_up(src, f, &e, out),
             }
         }
-        if self.grouping {
-            // `run_group` finishes the batch.
-            for (f, what, took) in done {
-                self.note_time(src, f, what, took, out);
-            }
-            return;
-        }
-        let started = Instant::now();
-        if self.finish_batch(src, out).is_some() {
-            self.functions = before;
-            return;
-        }
-        let finish = started.elapsed();
-        // Each function's time: its own IR building and code generation
-        // (native and/or shim) plus its share of the batch's finalize/report.
-        let share = finish / done.len().max(1) as u32;
-        for (f, what, took) in done {
-            self.note_time(src, f, what, took + share, out);
-        }
+        done
     }
 
     /// True if `func` is too large to compile (see [`limits`]): it is then
@@ -742,27 +754,9 @@ impl Compiler {
             return;
         }
         let started = Instant::now();
-        let role = Role::Osr;
-        let defined = (self.codegen.declare(src.module(), func, role))
-            .and_then(|id| self.define_body(src, func, role, id));
         let before = out.len();
-        match defined {
-            Ok(()) if self.grouping => {
-                // `run_group` finishes the batch.
-                self.note_time(src, func, " (OSR)", started.elapsed(), out);
-                return;
-            }
-            Ok(()) => {
-                if self.finish_batch(src, out).is_some() {
-                    return;
-                }
-            }
-            Err(e) => {
-                let name = region_name(src.module(), func, role);
-                out.push(Action::Warn(format!(
-                    "toyvm: warning: JIT: cannot compile {name}: {e}"
-                )));
-            }
+        if self.define_osr(src, func, out) && self.finish_batch(src, out).is_some() {
+            return;
         }
         // Not finished (define or finalize failed): never retried.
         let finished = (out[before..].iter()).any(|a| matches!(*a, Action::Osr(f, _) if f == func));
@@ -770,6 +764,21 @@ impl Compiler {
             out.push(Action::Osr(func, None));
         }
         self.note_time(src, func, " (OSR)", started.elapsed(), out);
+    }
+
+    /// Defines the OSR variant of `func` into the batch, not finished;
+    /// false (and a warning) if it cannot be defined.
+    fn define_osr(&mut self, src: &dyn Source, func: u32, out: &mut Vec<Action>) -> bool {
+        let role = Role::Osr;
+        let defined = (self.codegen.declare(src.module(), func, role))
+            .and_then(|id| self.define_body(src, func, role, id));
+        if let Err(e) = &defined {
+            let name = region_name(src.module(), func, role);
+            out.push(Action::Warn(format!(
+                "toyvm: warning: JIT: cannot compile {name}: {e}"
+            )));
+        }
+        defined.is_ok()
     }
 
     fn note_time(

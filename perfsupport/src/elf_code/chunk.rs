@@ -186,7 +186,8 @@ impl CodeChunk {
             ));
         }
         let code = self.code_address();
-        let mut spans = Vec::with_capacity(regions.len());
+        // Inside the code bytes; the rest (sizes, names, overlaps) is
+        // what `ElfCodeFiles::publish` checks of every batch.
         for r in regions {
             if r.offset
                 .checked_add(r.size)
@@ -201,9 +202,7 @@ impl CodeChunk {
                     ),
                 ));
             }
-            spans.push((code + r.offset, r.size));
         }
-        crate::validation::validate_ranges(&spans)?;
         let path = {
             let code_regions: Vec<CodeRegion<'_>> = regions
                 .iter()
