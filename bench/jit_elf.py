@@ -11,6 +11,11 @@ Usage:  bench/jit_elf.py [--toyvm PATH] [--runs N] [--functions N] [--skip-perf]
    and p90 over the 100 functions of each of N processes, then the median
    process; plain, `--perf` (trampolines and a perf map: what `--jit-elf` adds
    besides the files) and `--jit-elf`.
+   Then the functions of the six benchmarks (`examples/scripts/bench`),
+   compiled eagerly (`--jit-threshold 0`: each function a batch of its own
+   when first called): each function's median over N processes, plain,
+   `--perf` and `--jit-elf`, summed over a benchmark's functions: what
+   batches of a real program's size pay.
 2. Scale: `bench/large/gen.py`'s `warm` shape at 20,000 functions of 20,000
    iterations, each called once: eager (`--jit-threshold 0`: one batch) and the
    default tiering (each function hot in its own loop: an OSR batch each,
@@ -76,6 +81,42 @@ def compile_latency(toyvm, work, runs):
         median, p90 = rows[len(rows) // 2]
         plain = plain or median
         print(f"| {name} | {median:.0f} | {p90} | {median / plain:.2f} |")
+    print()
+
+
+BENCHMARKS = ["fib", "loop", "calls", "mandelbrot", "spectral", "nbody"]
+
+
+def benchmark_latency(toyvm, work, runs):
+    """Each benchmark function's compile time: plain, `--perf` and `--jit-elf`."""
+    modes = [("plain", []), ("perf", ["--perf"]), ("elf", ["--jit-elf", "--perf-dir", work])]
+    print("### Compile latency of the six benchmarks' functions (`--jit-threshold 0`)\n")
+    print("Sums over each benchmark's functions of each function's median (us). `--perf` and "
+          "`--jit-elf` build the trampolines first, so their first function does not pay "
+          "Cranelift's warm-up as plain's does: `--jit-elf / --perf` is the files' cost.\n")
+    print("| benchmark | functions | plain | --perf | --jit-elf | --jit-elf / plain | "
+          "--jit-elf / --perf |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    totals = {name: 0 for name, _ in modes}
+    for bench in BENCHMARKS:
+        script = os.path.join(ROOT, "examples", "scripts", "bench", f"{bench}.toy")
+        per = {name: {} for name, _ in modes}
+        for _ in range(runs):
+            for name, flags in modes:
+                out = subprocess.run([toyvm, "run", "--jit-threshold", "0", "--jit-stats"] + flags
+                                     + [script, "1"], capture_output=True, text=True, check=True)
+                for m in map(STAT.match, out.stderr.splitlines()):
+                    if m and "(OSR)" not in m.group(1):
+                        per[name].setdefault(m.group(1), []).append(int(m.group(2)))
+        names = set.intersection(*(set(per[name]) for name, _ in modes))
+        sums = {name: sum(statistics.median(per[name][n]) for n in names) for name, _ in modes}
+        for name in totals:
+            totals[name] += sums[name]
+        print(f"| {bench} | {len(names)} | {sums['plain']:.0f} | {sums['perf']:.0f} | "
+              f"{sums['elf']:.0f} | {sums['elf'] / sums['plain']:.2f} | "
+              f"{sums['elf'] / sums['perf']:.2f} |")
+    print(f"| all | | {totals['plain']:.0f} | {totals['perf']:.0f} | {totals['elf']:.0f} | "
+          f"{totals['elf'] / totals['plain']:.2f} | {totals['elf'] / totals['perf']:.2f} |")
     print()
 
 
@@ -195,6 +236,7 @@ def main():
     work = tempfile.mkdtemp(prefix="toyvm-jit-elf-bench.")
     try:
         compile_latency(args.toyvm, work, args.runs)
+        benchmark_latency(args.toyvm, work, args.runs)
         script = scale(args.toyvm, work, args.functions)
         if not args.skip_perf and shutil.which("perf"):
             perf_paths(args.toyvm, work, script)

@@ -285,5 +285,13 @@ fn a_chunk_is_written_published_run_and_unmapped() {
         [(page + 4, "t.toy".to_owned(), 7)]
     );
     drop(chunk);
-    assert_eq!(mapping_at(start), None, "dropped: unmapped");
+    // Another test's chunk may take the addresses at once: what counts is
+    // that this file is mapped there no more.
+    let after = mapping_at(start);
+    assert!(
+        after
+            .as_ref()
+            .is_none_or(|l| !l.ends_with(path.to_str().expect("utf-8"))),
+        "dropped: unmapped, but {after:?}"
+    );
 }
