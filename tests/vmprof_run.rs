@@ -232,6 +232,11 @@ fn a_quick_script_gives_a_complete_empty_profile() {
     assert!(profile.samples.len() < 5);
 }
 
+/// True when the tests run under an emulator ([`common::RUNNER_ENV`]).
+fn emulated() -> bool {
+    std::env::var_os(common::RUNNER_ENV).is_some_and(|r| !r.is_empty())
+}
+
 /// `--vmprof-inlined`: a leaf the JIT inlines still gets its frame.
 #[test]
 fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
@@ -268,6 +273,14 @@ fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
         // alike; a bound of a tenth failed there once in two full runs.
         // The bound asks for a twentieth: what matters is that the inlined
         // frame is there at all, and an absent frame gives 0.
+        // Under qemu-user (aarch64 emulated, `tools/aarch64-tests`) a signal
+        // is taken only between translated blocks, never inside one: the
+        // inlined frame's push and pop sit in one block of the OSR loop, so
+        // no sample can see it there (0 of 1,987). Only the stacks' shape
+        // is checked under emulation; real hardware checks the share.
+        if emulated() {
+            continue;
+        }
         assert!(
             in_mix * 20 >= profile.samples.len(),
             "{tier:?}: mix on {in_mix} of {} samples",

@@ -44,6 +44,29 @@ pub fn release_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The environment variable that names a runner for the programs tests
+/// start: `qemu-aarch64-static -L /usr/aarch64-linux-gnu` when the tests
+/// were cross-built for aarch64 and run on an x86_64 host (no binfmt_misc
+/// there: the kernel cannot start an aarch64 program by itself).
+pub const RUNNER_ENV: &str = "TOYVM_TEST_RUNNER";
+
+/// A `Command` that starts `program` (a binary built for the tests'
+/// target) directly or, when [`RUNNER_ENV`] is set, through that runner.
+/// Every test that starts toyvm or a C program built for the target
+/// starts it through this.
+pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let runner = std::env::var(RUNNER_ENV).unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(first) => {
+            let mut cmd = Command::new(first);
+            cmd.args(words).arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    }
+}
+
 /// Runs `toyvm ARGS...` in the repository root and collects its output.
 pub fn toyvm(args: &[&str]) -> ToyRun {
     toyvm_in(&repo_root(), args, &[])
@@ -51,7 +74,7 @@ pub fn toyvm(args: &[&str]) -> ToyRun {
 
 /// Runs `toyvm ARGS...` in `dir` with extra environment variables.
 pub fn toyvm_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> ToyRun {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
+    let mut child = target_command(env!("CARGO_BIN_EXE_toyvm"))
         .args(args)
         .current_dir(dir)
         .envs(env.iter().copied())

@@ -7,26 +7,39 @@ use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
 use object::{Object, ObjectSection, ObjectSymbol};
 
 /// `push rbp; mov rbp, rsp; mov eax, 42; pop rbp; ret`: returns 42.
+#[cfg(target_arch = "x86_64")]
 const FORTY_TWO: [u8; 11] = [0x55, 0x48, 0x89, 0xe5, 0xb8, 0x2a, 0, 0, 0, 0x5d, 0xc3];
+/// `stp x29, x30, [sp, #-16]!; mov x29, sp; mov w0, #42;
+/// ldp x29, x30, [sp], #16; ret`: returns 42.
+#[cfg(target_arch = "aarch64")]
+const FORTY_TWO: [u8; 20] = [
+    0xfd, 0x7b, 0xbf, 0xa9, 0xfd, 0x03, 0x00, 0x91, 0x40, 0x05, 0x80, 0x52, 0xfd, 0x7b, 0xc1, 0xa8,
+    0xc0, 0x03, 0x5f, 0xd6,
+];
+/// Its length.
+const LEN: usize = FORTY_TWO.len();
+
+/// The host's frame-pointer CFI for FORTY_TWO.
+fn forty_two_cfi() -> CallFrameInfo {
+    CallFrameInfo::host_frame_pointer(LEN as u32).expect("cfi")
+}
 
 /// A chunk of two pages: the first left for the headers, then two
 /// functions (at +4096 and +4128) with unwind info, as the writer sees it.
 fn page_with_two() -> (Vec<u8>, CallFrameInfo, CallFrameInfo) {
     let mut code = vec![0xccu8; 8192];
     code[..4096].fill(0);
-    code[4096..4107].copy_from_slice(&FORTY_TWO);
-    code[4128..4139].copy_from_slice(&FORTY_TWO);
-    (
-        code,
-        CallFrameInfo::x86_64_frame_pointer(11).expect("cfi"),
-        CallFrameInfo::x86_64_frame_pointer(11).expect("cfi"),
-    )
+    code[4096..4096 + LEN].copy_from_slice(&FORTY_TWO);
+    code[4128..4128 + LEN].copy_from_slice(&FORTY_TWO);
+    (code, forty_two_cfi(), forty_two_cfi())
 }
 
 fn regions<'a>(code: &'a [u8], a: &'a CallFrameInfo, b: &'a CallFrameInfo) -> Vec<CodeRegion<'a>> {
     vec![
-        CodeRegion::new(&code[4096..4107], "toy:jit:one:t.toy:1").with_unwind(a.unwind_info()),
-        CodeRegion::new(&code[4128..4139], "toy:jit:two:t.toy:2").with_unwind(b.unwind_info()),
+        CodeRegion::new(&code[4096..4096 + LEN], "toy:jit:one:t.toy:1")
+            .with_unwind(a.unwind_info()),
+        CodeRegion::new(&code[4128..4128 + LEN], "toy:jit:two:t.toy:2")
+            .with_unwind(b.unwind_info()),
     ]
 }
 
@@ -53,8 +66,8 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
         object::elf::PF_R | object::elf::PF_X
     );
     assert_eq!(
-        &bytes[4096..4096 + 43],
-        &code[4096..4096 + 43],
+        &bytes[4096..4096 + 32 + LEN],
+        &code[4096..4096 + 32 + LEN],
         "the code, as it runs"
     );
     assert!(bytes.len() as u64 > 8192, "symbols after the segment");
@@ -70,8 +83,8 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
     assert_eq!(
         symbols,
         [
-            ("toy:jit:one:t.toy:1".to_owned(), 4096, 11),
-            ("toy:jit:two:t.toy:2".to_owned(), 4096 + 32, 11)
+            ("toy:jit:one:t.toy:1".to_owned(), 4096, LEN as u64),
+            ("toy:jit:two:t.toy:2".to_owned(), 4096 + 32, LEN as u64)
         ]
     );
     // .eh_frame_hdr finds an FDE covering every byte of each region.
@@ -90,11 +103,15 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
     let table = hdr.table().expect("a search table");
     let eh_frame = EhFrame::new(&eh, LittleEndian);
     for (start, name) in [(4096u64, "one"), (4096 + 32, "two")] {
-        for pc in start..start + 11 {
+        for pc in start..start + LEN as u64 {
             let fde = table
                 .fde_for_address(&eh_frame, &bases, pc, EhFrame::cie_from_offset)
                 .unwrap_or_else(|e| panic!("{name}: no FDE for {pc:#x}: {e}"));
-            assert_eq!((fde.initial_address(), fde.len()), (start, 11), "{name}");
+            assert_eq!(
+                (fde.initial_address(), fde.len()),
+                (start, LEN as u64),
+                "{name}"
+            );
         }
     }
     assert!(
@@ -143,9 +160,9 @@ fn published_code_runs_from_its_file() {
     let start = chunk as usize;
     // SAFETY: the pages just mapped read-write.
     let code = unsafe { std::slice::from_raw_parts_mut(chunk.cast::<u8>(), 2 * page) };
-    code[page..page + 11].copy_from_slice(&FORTY_TWO);
-    let cfi = CallFrameInfo::x86_64_frame_pointer(11).expect("cfi");
-    let region = CodeRegion::new(&code[page..page + 11], "toy:jit:answer:t.toy:1")
+    code[page..page + LEN].copy_from_slice(&FORTY_TWO);
+    let cfi = forty_two_cfi();
+    let region = CodeRegion::new(&code[page..page + LEN], "toy:jit:answer:t.toy:1")
         .with_unwind(cfi.unwind_info());
     // SAFETY: the pages are ours and nothing writes them from here on.
     let path = unsafe { files.publish(start, 2 * page, &[region]) }.expect("published");
@@ -230,7 +247,7 @@ fn a_chunk_is_written_published_run_and_unmapped() {
     // Outside the code bytes: refused, nothing written.
     assert!(chunk.write(60, &FORTY_TWO).is_err());
     assert!(chunk.write(usize::MAX, &[0]).is_err());
-    let cfi = CallFrameInfo::x86_64_frame_pointer(11).expect("cfi");
+    let cfi = forty_two_cfi();
     let lines = [crate::LineEntry {
         offset: 4,
         file: "t.toy",
@@ -239,19 +256,19 @@ fn a_chunk_is_written_published_run_and_unmapped() {
     }];
     // A region past the code bytes, or two that overlap: refused, and the
     // chunk stays writable.
-    let outside = ChunkRegion::new(60, 11, "chunk:outside");
+    let outside = ChunkRegion::new(60, LEN, "chunk:outside");
     assert!(chunk.publish(&files, &[outside]).is_err());
     let overlapping = [
-        ChunkRegion::new(0, 11, "chunk:one"),
-        ChunkRegion::new(8, 11, "chunk:two"),
+        ChunkRegion::new(0, LEN, "chunk:one"),
+        ChunkRegion::new(8, LEN, "chunk:two"),
     ];
     assert!(chunk.publish(&files, &overlapping).is_err());
     assert!(chunk.file().is_none());
     let regions = [
-        ChunkRegion::new(0, 11, "chunk:one")
+        ChunkRegion::new(0, LEN, "chunk:one")
             .with_unwind(cfi.unwind_info())
             .with_lines(&lines),
-        ChunkRegion::new(32, 11, "chunk:two").with_unwind(cfi.unwind_info()),
+        ChunkRegion::new(32, LEN, "chunk:two").with_unwind(cfi.unwind_info()),
     ];
     let path = chunk.publish(&files, &regions).expect("published");
     assert_eq!(chunk.file(), Some(path.as_path()));

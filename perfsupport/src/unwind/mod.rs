@@ -70,6 +70,7 @@
 //! `__deregister_frame(ptr)`. LLVM's libunwind instead wants one FDE per call;
 //! this crate does not build that form.
 
+pub mod aarch64;
 pub mod x86_64;
 
 use crate::eh_frame::{FdeBase, LayoutWriter, align_up, write_cie_fde};
