@@ -9,7 +9,8 @@
 //! * **Room after every function** for the unwind table `perf inject`
 //!   maps right behind the code (`[start, start + ALIGN8(size) +
 //!   unwind_size)`, see `perfsupport::unwind::reserved_region_size`):
-//!   each executable allocation is followed by [`UNWIND_TAIL`] spare bytes.
+//!   each executable allocation is followed by its tail: at least
+//!   [`UNWIND_TAIL`] spare bytes, more for a longer table.
 //! * **No merging of executable mappings**: making a new batch executable
 //!   next to an older one would merge the two VMAs, and perf would then see
 //!   one big anonymous mapping that hides the older code's jitdump objects.
@@ -29,26 +30,19 @@ use std::io;
 
 use super::arena::{self, Chunk};
 
-/// Spare bytes after each executable allocation: more than the perf unwind
-/// payload of any function Cranelift emits (CIE 24 + FDE < 100 + header 20).
-/// Every region is checked against it before it is published
-/// ([`room_from_start`], `pipeline`).
+/// Spare bytes after each executable allocation, at least: more than the
+/// perf unwind payload of a function with a few returns (CIE 24 + FDE +
+/// header 20). The pipeline leaves more after a function whose table is
+/// longer (`pipeline`, `unwind_tail`).
 pub const UNWIND_TAIL: usize = 256;
 
-/// Bytes from the start of a function of `code_size` bytes that belong to
-/// it alone: its code and the [`UNWIND_TAIL`] after it. What perf maps for
-/// the region (`perfsupport::unwind::reserved_region_size`) must fit.
-pub fn room_from_start(code_size: usize) -> usize {
-    code_size + UNWIND_TAIL
-}
-
-/// Bytes a chunk needs for functions of these (size, alignment) pairs,
-/// placed in order.
-pub fn chunk_bytes(functions: impl IntoIterator<Item = (usize, usize)>) -> usize {
+/// Bytes a chunk needs for functions of these (size, alignment, tail)
+/// triples, placed in order.
+pub fn chunk_bytes(functions: impl IntoIterator<Item = (usize, usize, usize)>) -> usize {
     let mut next = 0usize;
-    for (size, align) in functions {
+    for (size, align, tail) in functions {
         let align = align.max(16);
-        next = next.div_ceil(align) * align + size + UNWIND_TAIL;
+        next = next.div_ceil(align) * align + size + tail;
     }
     next
 }
@@ -122,17 +116,17 @@ impl CodeChunks {
     }
 
     /// The address of the next `size` bytes aligned to `align` (at least
-    /// 16) in the open chunk, followed by [`UNWIND_TAIL`] spare bytes.
+    /// 16) in the open chunk, followed by `tail` spare bytes.
     ///
     /// # Errors
     /// The open chunk is missing or full (its batch was sized wrong).
-    pub fn allocate(&mut self, size: usize, align: usize) -> io::Result<usize> {
+    pub fn allocate(&mut self, size: usize, align: usize, tail: usize) -> io::Result<usize> {
         let full = || io::Error::new(io::ErrorKind::OutOfMemory, "the batch's chunk is full");
         let (_, chunk, next) = self.open.as_mut().ok_or_else(full)?;
         let align = align.max(16);
         let at = next.div_ceil(align) * align;
         let end = (at.checked_add(size))
-            .and_then(|e| e.checked_add(UNWIND_TAIL))
+            .and_then(|e| e.checked_add(tail))
             .filter(|&e| e <= chunk.len)
             .ok_or_else(full)?;
         *next = end;

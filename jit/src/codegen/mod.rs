@@ -11,6 +11,8 @@
 //! * [`arena`]: the process-wide reservation code chunks come from, and
 //!   the perf map's quarantine.
 //! * [`relocate`]: a region's code patched for the address it runs at.
+//! * [`epilogue_cfi`]: the call-frame rows Cranelift leaves out, at each
+//!   `ret`.
 //! * [`code_memory`], [`system_unwind`], [`perf_env`]: the memory, the
 //!   `__register_frame` registrations, and cranelift-jit's own perf map.
 //!
@@ -19,6 +21,7 @@
 
 pub mod arena;
 pub mod code_memory;
+pub mod epilogue_cfi;
 pub mod line_table;
 pub mod listing;
 pub mod names;

@@ -67,7 +67,7 @@ use vm::bytecode::Module as Bytecode;
 
 use super::code_memory::{self, ChunkId, CodeChunks};
 use super::listing::Listing;
-use super::{line_table, perf_env, relocate, system_unwind};
+use super::{epilogue_cfi, line_table, perf_env, relocate, system_unwind};
 use crate::abi::Imports;
 use crate::abi::layout::ArrayLayout;
 use crate::codegen::names::region_name;
@@ -206,6 +206,9 @@ struct Defined {
     align: u64,
     relocs: Vec<ModuleReloc>,
     fde: Option<FrameDescriptionEntry>,
+    /// Bytes to leave free after the code: what perf maps there (see
+    /// [`code_memory::UNWIND_TAIL`]).
+    tail: usize,
     /// (code offset, attribution) rows, sorted (see [`line_table`]).
     rows: Vec<(u32, line_table::Attribution)>,
     ir: Option<String>,
@@ -338,8 +341,7 @@ impl CodeGen {
     /// `build`, compiles it and adds it to the batch.
     ///
     /// # Errors
-    /// Cranelift's message, or the unwind table not fitting after the code
-    /// (see [`code_memory::UNWIND_TAIL`]).
+    /// Cranelift's message, or the unwind table not describable.
     ///
     /// # Safety
     /// The body `build` writes must do what `role` promises of `func`'s
@@ -402,7 +404,9 @@ impl CodeGen {
             .collect();
         let fde = match compiled.create_unwind_info(&*self.isa) {
             Ok(Some(ClifUnwind::SystemV(info))) => {
-                Some(info.to_fde(perfsupport::unwind::REGION_START))
+                let mut fde = info.to_fde(perfsupport::unwind::REGION_START);
+                epilogue_cfi::add_return_rows(&mut fde, &*self.isa, &compiled.buffer, &code);
+                Some(fde)
             }
             _ => None,
         };
@@ -415,7 +419,8 @@ impl CodeGen {
             edges: &compiled.bb_edges,
             prologue_end: prologue_end(&compiled.buffer),
         });
-        self.check_room(size, fde.as_ref())
+        let tail = self
+            .unwind_tail(size, fde.as_ref())
             .map_err(|e| format!("{name}: {e}"))?;
         Ok(Defined {
             id,
@@ -427,28 +432,31 @@ impl CodeGen {
             align,
             relocs,
             fde,
+            tail,
             rows,
             ir,
         })
     }
 
-    /// Checks that what perf maps for a region of `size` bytes with `fde`
-    /// (perfsupport's `reserved_region_size`) fits in the room the code
-    /// memory leaves after it.
-    fn check_room(&self, size: usize, fde: Option<&FrameDescriptionEntry>) -> Result<(), String> {
+    /// The bytes to leave free after a region of `size` bytes with `fde`:
+    /// what perf maps for it beyond its code (perfsupport's
+    /// `reserved_region_size`: the jitdump's unwind table sits right
+    /// behind the code), at least [`code_memory::UNWIND_TAIL`]. A function
+    /// with many returns has a longer table (rows at each `ret`,
+    /// [`epilogue_cfi`]).
+    fn unwind_tail(
+        &self,
+        size: usize,
+        fde: Option<&FrameDescriptionEntry>,
+    ) -> Result<usize, String> {
         let unwind = match (&self.cie, fde) {
             (Some(cie), Some(fde)) => Some(UnwindInfo { cie, fde }),
             _ => None,
         };
         let reserved = perfsupport::unwind::reserved_region_size(size as u64, unwind)
             .map_err(|e| format!("unwind table: {e}"))?;
-        let room = code_memory::room_from_start(size) as u64;
-        if reserved > room {
-            return Err(format!(
-                "perf needs {reserved} bytes from the region's start, the code memory leaves {room}"
-            ));
-        }
-        Ok(())
+        let beyond = usize::try_from(reserved).map_err(|_| "unwind table too large")? - size;
+        Ok(beyond.max(code_memory::UNWIND_TAIL))
     }
 
     /// True if regions are waiting for [`CodeGen::finish`].
@@ -554,10 +562,16 @@ impl CodeGen {
 
     /// Places `batch` in a new chunk and makes it executable.
     fn place(&mut self, batch: &[Defined], placement: Placement) -> Result<ChunkId, FinishError> {
-        let mut needed = code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize)));
+        let mut needed =
+            code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize, d.tail)));
         if self.elf.is_some() {
             // Room after the last region for the file's unwind tables.
-            needed += perfsupport::elf_code::spare_bytes_needed(batch.len());
+            let unwind = batch.iter().map(|d| match (&self.cie, &d.fde) {
+                (Some(cie), Some(fde)) => (d.size, Some(UnwindInfo { cie, fde })),
+                _ => (d.size, None),
+            });
+            needed += perfsupport::elf_code::spare_bytes_for(unwind)
+                .map_err(|e| FinishError::Failed(format!("unwind table: {e}")))?;
         }
         let page = super::arena::page_size();
         let held = self.held();
@@ -603,7 +617,7 @@ impl CodeGen {
     fn write_batch(&mut self, batch: &[Defined]) -> Result<(), String> {
         let mut starts = Vec::with_capacity(batch.len());
         for d in batch {
-            let at = (self.chunks.allocate(d.size, d.align as usize))
+            let at = (self.chunks.allocate(d.size, d.align as usize, d.tail))
                 .map_err(|e| format!("{}: {e}", d.name))?;
             self.addresses.insert(d.id, at);
             starts.push(at);

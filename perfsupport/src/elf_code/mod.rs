@@ -203,6 +203,28 @@ pub fn spare_bytes_needed(regions: usize) -> usize {
     16 + 12 + 8 * regions + 128 * regions + 4 + 36
 }
 
+/// Spare bytes a chunk needs after its last region for regions of these
+/// code sizes and unwind info, whatever the info's size (a function with many returns has a long
+/// FDE): an upper bound of the `.eh_frame_hdr`, the `.eh_frame` (each
+/// region's CIE and FDE, counted as the perf layout's payload, which holds
+/// them and more) and the build-id note, with their alignment.
+///
+/// # Errors
+///
+/// Unwind info that cannot be written (as
+/// [`reserved_region_size`](crate::unwind::reserved_region_size)).
+pub fn spare_bytes_for<'a>(
+    regions: impl IntoIterator<Item = (usize, Option<crate::UnwindInfo<'a>>)>,
+) -> io::Result<usize> {
+    let mut total = 16 + 12 + 8 + 4 + 4 + 36;
+    for (size, info) in regions {
+        let Some(info) = info else { continue };
+        let payload = crate::unwind::perf_unwind_data_size(size as u64, Some(info))?;
+        total += 8 + usize::try_from(payload).map_err(io::Error::other)?;
+    }
+    Ok(total)
+}
+
 /// Creates `dir` (mode [`DIR_MODE`]), or takes an existing one that is a
 /// real directory (not a symlink) owned by us.
 fn make_own_dir(dir: &Path) -> io::Result<()> {
