@@ -3,16 +3,15 @@
 //!
 //! It drives the `Compiler` directly, with no policy and no profilers:
 //! every function and its entry shim, callees first, in one batch, keeping
-//! each region's `Listing`. Machine code is decoded with `iced-x86` (pure
-//! Rust, no C toolchain, and it prints Intel syntax with the real runtime
-//! addresses) from the live bytes after finalize, so relocated call targets
-//! show their final addresses.
+//! each region's `Listing`. Machine code is decoded from the live bytes
+//! after finalize, so relocated call targets show their final addresses,
+//! by a pure-Rust decoder (no C toolchain) for the host's architecture:
+//! `iced-x86` on x86-64 (Intel syntax), `yaxpeax-arm` on aarch64 (ARM's
+//! syntax; branch targets as `$+offset`). On any other host the listing
+//! shows the bytes, four per line, and says it cannot decode them.
 
 use std::fmt::Write as _;
 
-use iced_x86::{
-    Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter, SymbolResolver, SymbolResult,
-};
 use vm::abi::Vm;
 use vm::bytecode::Module;
 
@@ -100,16 +99,9 @@ fn render(listing: &Listing, module: &Module, out: &mut String) {
     );
     out.push_str(&listing.ir);
     let _ = writeln!(out, "-- machine code");
-    let mut decoder = Decoder::with_ip(64, &listing.code, listing.address, DecoderOptions::NONE);
-    let region = listing.address..listing.address + listing.code.len() as u64;
-    let mut formatter = IntelFormatter::with_options(Some(Box::new(InRegion(region))), None);
-    let mut insn = Instruction::default();
-    let mut text = String::new();
     let mut row = 0;
     let mut shown_line = None;
-    while decoder.can_decode() {
-        decoder.decode_out(&mut insn);
-        let offset = (insn.ip() - listing.address) as u32;
+    for (offset, text) in decode(&listing.code, listing.address) {
         while row + 1 < listing.lines.len() && listing.lines[row + 1].0 <= offset {
             row += 1;
         }
@@ -120,30 +112,86 @@ fn render(listing: &Listing, module: &Module, out: &mut String) {
             let src = source.get(line as usize - 1).map_or("", |s| s.trim());
             let _ = writeln!(out, "  ; {}:{line}: {src}", module.path);
         }
-        text.clear();
-        formatter.format(&insn, &mut text);
-        let _ = writeln!(out, "  {:#x} +{offset:<4} {text}", insn.ip());
+        let ip = listing.address + u64::from(offset);
+        let _ = writeln!(out, "  {ip:#x} +{offset:<4} {text}");
     }
     out.push('\n');
+}
+
+/// Each instruction of `code` (which runs at `address`): its offset and
+/// its text.
+#[cfg(target_arch = "x86_64")]
+fn decode(code: &[u8], address: u64) -> Vec<(u32, String)> {
+    use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
+    let mut decoder = Decoder::with_ip(64, code, address, DecoderOptions::NONE);
+    let region = address..address + code.len() as u64;
+    let mut formatter = IntelFormatter::with_options(Some(Box::new(InRegion(region))), None);
+    let mut insn = Instruction::default();
+    let mut out = Vec::new();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        let mut text = String::new();
+        formatter.format(&insn, &mut text);
+        out.push(((insn.ip() - address) as u32, text));
+    }
+    out
+}
+
+/// Each instruction of `code`: its offset and its text (a word that is not
+/// an instruction, such as a constant, as `.word`).
+#[cfg(target_arch = "aarch64")]
+fn decode(code: &[u8], _address: u64) -> Vec<(u32, String)> {
+    use yaxpeax_arch::{Arch, Decoder, U8Reader};
+    use yaxpeax_arm::armv8::a64::ARMv8;
+    let decoder = <ARMv8 as Arch>::Decoder::default();
+    (code.chunks(4).enumerate())
+        .map(|(i, word)| {
+            let text = match decoder.decode(&mut U8Reader::new(word)) {
+                Ok(insn) => insn.to_string(),
+                Err(_) => {
+                    let hex: Vec<String> = word.iter().rev().map(|b| format!("{b:02x}")).collect();
+                    format!(".word 0x{}", hex.concat())
+                }
+            };
+            (i as u32 * 4, text)
+        })
+        .collect()
+}
+
+/// The bytes, four per line: no decoder for this architecture.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn decode(code: &[u8], _address: u64) -> Vec<(u32, String)> {
+    (code.chunks(4).enumerate())
+        .map(|(i, bytes)| {
+            let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let text = format!(
+                ".byte {} (no disassembler for this architecture)",
+                hex.join(" ")
+            );
+            (i as u32 * 4, text)
+        })
+        .collect()
 }
 
 /// Names a jump or call target inside the region by its offset (`<+40>`,
 /// as the listing's offset column counts), so a listing reads the same on
 /// every run; targets elsewhere keep their runtime address.
+#[cfg(target_arch = "x86_64")]
 struct InRegion(std::ops::Range<u64>);
 
-impl SymbolResolver for InRegion {
+#[cfg(target_arch = "x86_64")]
+impl iced_x86::SymbolResolver for InRegion {
     fn symbol(
         &mut self,
-        _instruction: &Instruction,
+        _instruction: &iced_x86::Instruction,
         _operand: u32,
         _instruction_operand: Option<u32>,
         address: u64,
         _address_size: u32,
-    ) -> Option<SymbolResult<'_>> {
-        self.0
-            .contains(&address)
-            .then(|| SymbolResult::with_string(address, format!("<+{}>", address - self.0.start)))
+    ) -> Option<iced_x86::SymbolResult<'_>> {
+        self.0.contains(&address).then(|| {
+            iced_x86::SymbolResult::with_string(address, format!("<+{}>", address - self.0.start))
+        })
     }
 }
 

@@ -168,8 +168,10 @@ impl CodeChunks {
         let Some((id, chunk, _)) = self.open.take() else {
             return Ok(());
         };
-        // x86-64 keeps instruction caches coherent: mprotect is enough.
         let made = protect(chunk, libc::PROT_READ | libc::PROT_EXEC);
+        // aarch64 does not keep the instruction cache coherent with the
+        // bytes just written (x86-64 does): see `icache`.
+        super::icache::prepare_to_run(chunk.start, chunk.len, false);
         self.held.push((id, chunk));
         made
     }
@@ -193,6 +195,7 @@ impl CodeChunks {
             // The mapping is unchanged: make it executable in place.
             protect(chunk, libc::PROT_READ | libc::PROT_EXEC)?;
         }
+        super::icache::prepare_to_run(chunk.start, chunk.len, failed.is_none());
         self.held.push((id, chunk));
         Ok(failed)
     }
@@ -218,4 +221,50 @@ fn protect(chunk: Chunk, prot: libc::c_int) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::icache::recorder;
+
+    /// Every byte written into a chunk is in a range prepared for
+    /// execution (`icache`) before the chunk's code can run: after
+    /// `finalize`, and after `finalize_from` whether the file's mapping
+    /// was made or not.
+    #[test]
+    fn every_written_byte_is_prepared_to_run_before_it_runs() {
+        for published in [None, Some(true), Some(false)] {
+            let mut chunks = CodeChunks::default();
+            chunks.open_after(0, 3000).expect("a chunk");
+            let mut written = Vec::new();
+            for (size, align) in [(100, 16), (700, 32), (1200, 16)] {
+                let at = chunks.allocate(size, align, UNWIND_TAIL).expect("room");
+                chunks.write(at, &vec![0xc3; size]).expect("inside");
+                written.push((at, size));
+            }
+            recorder::take();
+            match published {
+                None => chunks.finalize().expect("mprotect"),
+                Some(ok) => {
+                    let made = chunks.finalize_from(|_, _| match ok {
+                        // No file here: what matters is what is recorded.
+                        true => Ok(()),
+                        false => Err(io::Error::other("no file")),
+                    });
+                    made.expect("finalized");
+                }
+            }
+            let prepared = recorder::take();
+            assert!(!prepared.is_empty(), "{published:?}: nothing prepared");
+            for (at, size) in written {
+                assert!(
+                    (prepared.iter()).any(|&(s, l)| s <= at && at + size <= s + l),
+                    "{published:?}: {size} bytes at {at:#x} not prepared: {prepared:x?}"
+                );
+            }
+            // SAFETY: nothing of these chunks runs.
+            unsafe { chunks.free_all() };
+        }
+    }
 }

@@ -13,6 +13,7 @@
 //! * [`relocate`]: a region's code patched for the address it runs at.
 //! * [`epilogue_cfi`]: the call-frame rows Cranelift leaves out, at each
 //!   `ret`.
+//! * [`icache`]: new code made visible to instruction fetch (aarch64).
 //! * [`code_memory`], [`system_unwind`], [`perf_env`]: the memory, the
 //!   `__register_frame` registrations, and cranelift-jit's own perf map.
 //!
@@ -22,6 +23,7 @@
 pub mod arena;
 pub mod code_memory;
 pub mod epilogue_cfi;
+pub mod icache;
 pub mod line_table;
 pub mod listing;
 pub mod names;

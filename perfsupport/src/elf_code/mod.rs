@@ -214,7 +214,7 @@ pub fn spare_bytes_needed(regions: usize) -> usize {
 /// Unwind info that cannot be written (as
 /// [`reserved_region_size`](crate::unwind::reserved_region_size)).
 pub fn spare_bytes_for<'a>(
-    regions: impl IntoIterator<Item = (usize, Option<crate::UnwindInfo<'a>>)>,
+    regions: impl IntoIterator<Item = (usize, Option<crate::region::UnwindInfo<'a>>)>,
 ) -> io::Result<usize> {
     let mut total = 16 + 12 + 8 + 4 + 4 + 36;
     for (size, info) in regions {
