@@ -146,16 +146,43 @@ fn decode(code: &[u8], _address: u64) -> Vec<(u32, String)> {
     let decoder = <ARMv8 as Arch>::Decoder::default();
     (code.chunks(4).enumerate())
         .map(|(i, word)| {
+            let offset = i as u64 * 4;
             let text = match decoder.decode(&mut U8Reader::new(word)) {
-                Ok(insn) => insn.to_string(),
+                Ok(insn) => in_region(&insn.to_string(), offset, code.len() as u64),
                 Err(_) => {
                     let hex: Vec<String> = word.iter().rev().map(|b| format!("{b:02x}")).collect();
                     format!(".word 0x{}", hex.concat())
                 }
             };
-            (i as u32 * 4, text)
+            (offset as u32, text)
         })
         .collect()
+}
+
+/// A branch target relative to the instruction (yaxpeax's `$+0x10`,
+/// `$-0x8`) inside the region, named by its offset (`<+N>`) as on x86-64.
+#[cfg(target_arch = "aarch64")]
+fn in_region(text: &str, offset: u64, len: u64) -> String {
+    let Some(at) = text.find("$+0x").or_else(|| text.find("$-0x")) else {
+        return text.to_string();
+    };
+    let digits: String = text[at + 4..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    let Ok(delta) = u64::from_str_radix(&digits, 16) else {
+        return text.to_string();
+    };
+    let target = match &text[at + 1..at + 2] {
+        "+" => offset.checked_add(delta),
+        _ => offset.checked_sub(delta),
+    };
+    match target {
+        Some(t) if t < len => {
+            format!("{}<+{t}>{}", &text[..at], &text[at + 4 + digits.len()..])
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// The bytes, four per line: no decoder for this architecture.
