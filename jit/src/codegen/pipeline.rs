@@ -206,12 +206,20 @@ struct Defined {
     align: u64,
     relocs: Vec<ModuleReloc>,
     fde: Option<FrameDescriptionEntry>,
-    /// Bytes to leave free after the code: what perf maps there (see
-    /// [`code_memory::UNWIND_TAIL`]).
-    tail: usize,
+    /// Bytes perf maps after the code for its unwind table (see
+    /// [`CodeGen::unwind_bytes`]); the code memory leaves at least
+    /// [`code_memory::UNWIND_TAIL`] ([`Defined::tail`]).
+    unwind_bytes: usize,
     /// (code offset, attribution) rows, sorted (see [`line_table`]).
     rows: Vec<(u32, line_table::Attribution)>,
     ir: Option<String>,
+}
+
+impl Defined {
+    /// Bytes the code memory leaves free after the code.
+    fn tail(&self) -> usize {
+        self.unwind_bytes.max(code_memory::UNWIND_TAIL)
+    }
 }
 
 /// A region of a finished batch.
@@ -419,8 +427,8 @@ impl CodeGen {
             edges: &compiled.bb_edges,
             prologue_end: prologue_end(&compiled.buffer),
         });
-        let tail = self
-            .unwind_tail(size, fde.as_ref())
+        let unwind_bytes = self
+            .unwind_bytes(size, fde.as_ref())
             .map_err(|e| format!("{name}: {e}"))?;
         Ok(Defined {
             id,
@@ -432,19 +440,17 @@ impl CodeGen {
             align,
             relocs,
             fde,
-            tail,
+            unwind_bytes,
             rows,
             ir,
         })
     }
 
-    /// The bytes to leave free after a region of `size` bytes with `fde`:
-    /// what perf maps for it beyond its code (perfsupport's
-    /// `reserved_region_size`: the jitdump's unwind table sits right
-    /// behind the code), at least [`code_memory::UNWIND_TAIL`]. A function
-    /// with many returns has a longer table (rows at each `ret`,
-    /// [`epilogue_cfi`]).
-    fn unwind_tail(
+    /// The bytes perf maps after a region of `size` bytes with `fde`
+    /// (perfsupport's `reserved_region_size`: the jitdump's unwind table
+    /// sits right behind the code). A function with many returns has a
+    /// longer table (rows at each `ret`, [`epilogue_cfi`]).
+    fn unwind_bytes(
         &self,
         size: usize,
         fde: Option<&FrameDescriptionEntry>,
@@ -455,8 +461,7 @@ impl CodeGen {
         };
         let reserved = perfsupport::unwind::reserved_region_size(size as u64, unwind)
             .map_err(|e| format!("unwind table: {e}"))?;
-        let beyond = usize::try_from(reserved).map_err(|_| "unwind table too large")? - size;
-        Ok(beyond.max(code_memory::UNWIND_TAIL))
+        Ok(usize::try_from(reserved).map_err(|_| "unwind table too large")? - size)
     }
 
     /// True if regions are waiting for [`CodeGen::finish`].
@@ -563,15 +568,13 @@ impl CodeGen {
     /// Places `batch` in a new chunk and makes it executable.
     fn place(&mut self, batch: &[Defined], placement: Placement) -> Result<ChunkId, FinishError> {
         let mut needed =
-            code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize, d.tail)));
+            code_memory::chunk_bytes(batch.iter().map(|d| (d.size, d.align as usize, d.tail())));
         if self.elf.is_some() {
             // Room after the last region for the file's unwind tables.
-            let unwind = batch.iter().map(|d| match (&self.cie, &d.fde) {
-                (Some(cie), Some(fde)) => (d.size, Some(UnwindInfo { cie, fde })),
-                _ => (d.size, None),
-            });
-            needed += perfsupport::elf_code::spare_bytes_for(unwind)
-                .map_err(|e| FinishError::Failed(format!("unwind table: {e}")))?;
+            let tables = batch
+                .iter()
+                .filter(|d| d.fde.is_some() && self.cie.is_some());
+            needed += perfsupport::elf_code::spare_bytes_for(tables.map(|d| d.unwind_bytes));
         }
         let page = super::arena::page_size();
         let held = self.held();
@@ -617,7 +620,7 @@ impl CodeGen {
     fn write_batch(&mut self, batch: &[Defined]) -> Result<(), String> {
         let mut starts = Vec::with_capacity(batch.len());
         for d in batch {
-            let at = (self.chunks.allocate(d.size, d.align as usize, d.tail))
+            let at = (self.chunks.allocate(d.size, d.align as usize, d.tail()))
                 .map_err(|e| format!("{}: {e}", d.name))?;
             self.addresses.insert(d.id, at);
             starts.push(at);

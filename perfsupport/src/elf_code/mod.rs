@@ -203,26 +203,16 @@ pub fn spare_bytes_needed(regions: usize) -> usize {
     16 + 12 + 8 * regions + 128 * regions + 4 + 36
 }
 
-/// Spare bytes a chunk needs after its last region for regions of these
-/// code sizes and unwind info, whatever the info's size (a function with many returns has a long
-/// FDE): an upper bound of the `.eh_frame_hdr`, the `.eh_frame` (each
-/// region's CIE and FDE, counted as the perf layout's payload, which holds
-/// them and more) and the build-id note, with their alignment.
-///
-/// # Errors
-///
-/// Unwind info that cannot be written (as
-/// [`reserved_region_size`](crate::unwind::reserved_region_size)).
-pub fn spare_bytes_for<'a>(
-    regions: impl IntoIterator<Item = (usize, Option<crate::region::UnwindInfo<'a>>)>,
-) -> io::Result<usize> {
-    let mut total = 16 + 12 + 8 + 4 + 4 + 36;
-    for (size, info) in regions {
-        let Some(info) = info else { continue };
-        let payload = crate::unwind::perf_unwind_data_size(size as u64, Some(info))?;
-        total += 8 + usize::try_from(payload).map_err(io::Error::other)?;
-    }
-    Ok(total)
+/// Spare bytes a chunk needs after its last region for regions with
+/// unwind info, each given by the bytes perf maps after it for its table
+/// ([`reserved_region_size`](crate::unwind::reserved_region_size) minus the
+/// code size, which holds the region's CIE and FDE and more), whatever
+/// their size (a function with many returns has a long FDE): an upper
+/// bound of the `.eh_frame_hdr`, the `.eh_frame` and the build-id note,
+/// with their alignment.
+pub fn spare_bytes_for(unwind_bytes: impl IntoIterator<Item = usize>) -> usize {
+    let fixed = 16 + 12 + 8 + 4 + 4 + 36;
+    fixed + unwind_bytes.into_iter().map(|b| 8 + b).sum::<usize>()
 }
 
 /// Creates `dir` (mode [`DIR_MODE`]), or takes an existing one that is a
