@@ -110,7 +110,11 @@ struct RunArgs {
     /// run interpreted and may be compiled again). The trampolines of
     /// --perf, --perf-jitdump, --gdb and --jit-elf are never evicted and count against
     /// it (about 300 bytes a function); a limit they fill compiles nothing,
-    /// with one warning.
+    /// with one warning. Code memory is given out in whole pages, each
+    /// batch of code taking at least one (two with --jit-elf): 4 KiB on
+    /// x86-64 and most arm64 kernels, but 16 KiB or 64 KiB on some arm64
+    /// kernels, where a limit of a few pages holds fewer batches and one
+    /// under a page compiles nothing (say 12K on a 4K kernel, 48K on 16K).
     #[arg(long, value_name = "SIZE", value_parser = jit::parse_size, conflicts_with = "no_jit")]
     jit_code_limit: Option<usize>,
 

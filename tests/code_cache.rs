@@ -53,7 +53,8 @@ fn evicted_code_is_compiled_again_and_the_output_is_the_interpreters() {
         interpreted.extend(program_args);
         let expected = common::toyvm(&interpreted);
         assert_eq!(expected.status, Some(0), "{}", expected.stderr);
-        let mut args = vec!["run", "--jit-code-limit", "16K", "--jit-stats"];
+        let four_pages = common::pages(4);
+        let mut args = vec!["run", "--jit-code-limit", &four_pages, "--jit-stats"];
         args.extend(tier);
         args.push(PHASES);
         args.extend(program_args);
@@ -142,7 +143,7 @@ fn run_phases_profiled(dir: &Path, flags: &[&str], env: &[(&str, &str)]) -> u32 
             "--jit-threshold",
             "10",
             "--jit-code-limit",
-            "16K",
+            &common::pages(4),
             "--jit-stats",
         ])
         .args(flags)

@@ -40,7 +40,7 @@ fn rounds(phases: impl IntoIterator<Item = usize>) -> (usize, usize) {
 }
 
 fn the_run(flags: &[&str]) -> Vec<String> {
-    the_run_within("16K", flags)
+    the_run_within(&common::pages(4), flags)
 }
 
 /// [`the_run`] under the code limit `limit`.
@@ -157,7 +157,13 @@ fn phases_in(lines: &[String]) -> Vec<usize> {
 
 #[test]
 fn jitdump_and_perf_inject_name_each_sample_by_time() {
-    let Some(lines) = perf_leaves("cache-jitdump", "16K", &["--perf-jitdump"], true, &[]) else {
+    let Some(lines) = perf_leaves(
+        "cache-jitdump",
+        &common::pages(4),
+        &["--perf-jitdump"],
+        true,
+        &[],
+    ) else {
         return;
     };
     check("jitdump + perf inject", phases_in(&lines));
@@ -165,7 +171,8 @@ fn jitdump_and_perf_inject_name_each_sample_by_time() {
 
 #[test]
 fn the_perf_map_names_each_sample_by_time() {
-    let Some(lines) = perf_leaves("cache-perfmap", "16K", &["--perf"], false, &[]) else {
+    let Some(lines) = perf_leaves("cache-perfmap", &common::pages(4), &["--perf"], false, &[])
+    else {
         return;
     };
     check("perf map", phases_in(&lines));
@@ -173,8 +180,13 @@ fn the_perf_map_names_each_sample_by_time() {
     // quarantine off, freed ranges go to other phases' code and the map's
     // first name for them wins: samples jump back to old phases.
     let control = [("TOYVM_NO_QUARANTINE", "1")];
-    let Some(lines) = perf_leaves("cache-perfmap-control", "16K", &["--perf"], false, &control)
-    else {
+    let Some(lines) = perf_leaves(
+        "cache-perfmap-control",
+        &common::pages(4),
+        &["--perf"],
+        false,
+        &control,
+    ) else {
         return;
     };
     let (found, _) = rounds(phases_in(&lines));
@@ -190,10 +202,16 @@ fn the_perf_map_names_each_sample_by_time() {
 /// addresses for other phases' code (or the check proves nothing).
 #[test]
 fn code_files_name_each_sample_by_time() {
-    // 32K: each batch's file takes a page of headers, so 16K (half of it
-    // pinned trampolines) holds one phase at a time and most compiles
-    // find no room; 32K evicts and reuses addresses all the time.
-    let Some(lines) = perf_leaves("cache-jit-elf", "32K", &["--jit-elf"], false, &[]) else {
+    // Eight pages: each batch's file takes a page of headers, so four
+    // (half of it pinned trampolines) hold one phase at a time and most
+    // compiles find no room; eight evict and reuse addresses all the time.
+    let Some(lines) = perf_leaves(
+        "cache-jit-elf",
+        &common::pages(8),
+        &["--jit-elf"],
+        false,
+        &[],
+    ) else {
         return;
     };
     check("--jit-elf", phases_in(&lines));

@@ -113,7 +113,7 @@ fn check(what: &str, run: &Measured, interpreted: &Measured, functions: u64) {
 
 /// Runs `script` (in `dir`) interpreted, then under every configuration of
 /// `limits` x tiers x profiler options, in parallel, checking each.
-fn stress(dir: &Path, script: &str, args: &[&str], functions: u64, limits: &[&str]) {
+fn stress(dir: &Path, script: &str, args: &[&str], functions: u64, limits: &[String]) {
     let mut plain = vec!["run", "--no-jit", script];
     plain.extend(args);
     let interpreted = measured(dir, &plain);
@@ -136,7 +136,7 @@ fn stress(dir: &Path, script: &str, args: &[&str], functions: u64, limits: &[&st
     for limit in limits {
         for tier in tiers {
             for profiler in profilers {
-                let mut a = vec!["run", "--jit-stats", "--jit-code-limit", limit];
+                let mut a = vec!["run", "--jit-stats", "--jit-code-limit", limit.as_str()];
                 a.extend(tier);
                 a.extend(profiler);
                 a.push(script);
@@ -168,7 +168,9 @@ fn stress(dir: &Path, script: &str, args: &[&str], functions: u64, limits: &[&st
 
 #[test]
 fn generated_programs_run_as_interpreted_under_every_limit() {
-    let limits = ["4K", "8K", "12K", "16K", "64K", "256M"];
+    // One to sixteen pages (4K to 64K on a 4K kernel), and the default.
+    let limits = [1, 2, 3, 4, 16].map(common::pages);
+    let limits = [&limits[..], &["256M".to_string()]].concat();
     for seed in [1, 2] {
         let dir = common::PerfWork::new(&format!("stress-gen{seed}"));
         let functions = 8 + seed as u32 * 3;
@@ -181,9 +183,9 @@ fn generated_programs_run_as_interpreted_under_every_limit() {
 #[test]
 fn the_eviction_demo_under_pinned_trampolines_does_not_storm() {
     // Each profiler option adds trampolines that never leave the cache;
-    // under 12K-15K the interpreter's thread once compiled an OSR variant at
-    // every back-edge poll, found no room and threw it away: 90 s a round
-    // instead of 0.1 s.
+    // under 12K-15K (three to four pages) the interpreter's thread once
+    // compiled an OSR variant at every back-edge poll, found no room and
+    // threw it away: 90 s a round instead of 0.1 s.
     let dir = common::PerfWork::new("stress-phases");
     let phases = common::repo_root().join("examples/scripts/phases.toy");
     let phases = phases.to_str().unwrap();
@@ -192,7 +194,9 @@ fn the_eviction_demo_under_pinned_trampolines_does_not_storm() {
     std::fs::create_dir_all(&jitdump_dir).unwrap();
     let jitdump_dir = jitdump_dir.to_str().unwrap();
     let mut configs = Vec::new();
-    for limit in ["12K", "13K", "15K"] {
+    let page = common::page_size();
+    let limits = [3 * page, 3 * page + page / 4, 3 * page + 3 * page / 4].map(|b| b.to_string());
+    for limit in &limits {
         let profilers: [&[&str]; 3] = [
             &["--perf"],
             &["--perf-jitdump", "--perf-dir", jitdump_dir],
@@ -200,7 +204,7 @@ fn the_eviction_demo_under_pinned_trampolines_does_not_storm() {
         ];
         for profiler in profilers {
             let mut a = vec!["run", "--jit-stats", "--jit-threshold", "10"];
-            a.extend(["--jit-code-limit", limit]);
+            a.extend(["--jit-code-limit", limit.as_str()]);
             a.extend(profiler);
             a.extend([phases, "1", "2000"]);
             configs.push(a);
@@ -234,7 +238,7 @@ fn mutual_recursion_under_a_small_limit_does_not_storm() {
     // no room and threw it away (80 s against 0.5 s interpreted).
     let dir = common::PerfWork::new("stress-ring");
     std::fs::write(dir.path("ring.toy"), ring(11)).unwrap();
-    stress(&dir.dir, "ring.toy", &[], 12, &["4K", "12K", "16K"]);
+    stress(&dir.dir, "ring.toy", &[], 12, &[1, 3, 4].map(common::pages));
 }
 
 /// A program of `n` small functions, each called from `<main>`.
@@ -255,35 +259,41 @@ fn many_functions(n: u32) -> String {
 
 #[test]
 fn a_limit_below_the_pinned_trampolines_warns_once_and_runs_interpreted_with_them() {
-    // 60 trampolines take more than one 4 KiB page: with --perf nothing is
-    // left for compiled code. One warning, every function still named by
-    // its trampoline in the perf map, none compiled.
+    // 60 trampolines take more than one 4 KiB page (240 one 16 KiB page):
+    // with --perf nothing is left for compiled code. One warning, every
+    // function still named by its trampoline in the perf map, none compiled.
     let dir = common::PerfWork::new("stress-pinned");
-    std::fs::write(dir.path("many.toy"), many_functions(60)).unwrap();
+    let (page, functions) = (common::pages(1), 60 * common::page_size() / 4096);
+    std::fs::write(dir.path("many.toy"), many_functions(functions as u32)).unwrap();
     let interpreted = measured(&dir.dir, &["run", "--no-jit", "many.toy"]);
     for tier in [
         &["--jit-threshold", "0"][..],
         &["--jit-threshold", "2"],
         &[],
     ] {
-        let mut a = vec!["run", "--perf", "--jit-stats", "--jit-code-limit", "4K"];
+        let mut a = vec!["run", "--perf", "--jit-stats", "--jit-code-limit", &page];
         a.extend(tier);
         a.push("many.toy");
         let run = measured(&dir.dir, &a);
         let map_path = format!("/tmp/perf-{}.map", run.pid);
         let map = std::fs::read_to_string(&map_path).unwrap_or_default();
         let _ = std::fs::remove_file(&map_path);
-        check(&format!("{tier:?}"), &run, &interpreted, 61);
+        check(
+            &format!("{tier:?}"),
+            &run,
+            &interpreted,
+            functions as u64 + 1,
+        );
         let warnings: Vec<&str> = (run.stderr.lines())
             .filter(|l| l.contains("warning"))
             .collect();
         assert_eq!(warnings.len(), 1, "{tier:?}: one warning:\n{}", run.stderr);
         assert!(
-            warnings[0].contains("interpreter-entry trampolines") && warnings[0].contains("4096"),
+            warnings[0].contains("interpreter-entry trampolines") && warnings[0].contains(&page),
             "{tier:?}: the warning names the trampolines and the limit: {}",
             warnings[0]
         );
-        for i in 0..60 {
+        for i in 0..functions {
             assert!(
                 map.contains(&format!(" toy:interp:g{i}:many.toy:")),
                 "{tier:?}: no trampoline for g{i} in the perf map:\n{map}"
@@ -298,12 +308,12 @@ fn a_limit_below_the_pinned_trampolines_warns_once_and_runs_interpreted_with_the
 
 #[test]
 fn a_function_that_cannot_fit_is_never_compiled_again_and_stats_say_why() {
-    // One function whose code alone needs more than a page: under a 4K
-    // limit it is refused for good after its first compile, not compiled
-    // again at every ask.
+    // One function whose code alone needs more than a page: under a
+    // one-page limit it is refused for good after its first compile, not
+    // compiled again at every ask.
     let dir = common::PerfWork::new("stress-never");
     let mut body = String::new();
-    for k in 0..120 {
+    for k in 0..120 * common::page_size() / 4096 {
         body += &format!(
             "    s = (s * {} + x) % 1000003;\n    if s % 7 == {} {{ s = s + {k}; }}\n",
             k + 3,
@@ -317,7 +327,8 @@ fn a_function_that_cannot_fit_is_never_compiled_again_and_stats_say_why() {
     std::fs::write(dir.path("big.toy"), source).unwrap();
     let interpreted = measured(&dir.dir, &["run", "--no-jit", "big.toy"]);
     for tier in [&["--jit-threshold", "2"][..], &[]] {
-        let mut a = vec!["run", "--jit-stats", "--jit-code-limit", "4K"];
+        let page = common::pages(1);
+        let mut a = vec!["run", "--jit-stats", "--jit-code-limit", &page];
         a.extend(tier);
         a.push("big.toy");
         let run = measured(&dir.dir, &a);
@@ -350,7 +361,8 @@ fn memory_stays_under_the_limit_and_flat_over_rounds() {
     let dir = common::PerfWork::new("stress-rss");
     let phases = common::repo_root().join("examples/scripts/phases.toy");
     let phases = phases.to_str().unwrap();
-    let limit_kib = 16;
+    let limit_kib = 4 * common::page_size() as i64 / 1024;
+    let limit = common::pages(4);
     let jit = |rounds: &str| {
         peak_rss_kib(
             &dir.dir,
@@ -360,7 +372,7 @@ fn memory_stays_under_the_limit_and_flat_over_rounds() {
                 "--jit-threshold",
                 "10",
                 "--jit-code-limit",
-                "16K",
+                &limit,
                 phases,
                 rounds,
                 "2000",

@@ -26,14 +26,15 @@ use common::{ToyRun, repo_root, toyvm_in};
 /// through OSR: compiled on the interpreter's thread, on the background
 /// thread, and on a background thread made slow ([`SLOW_COMPILER`]), so
 /// that code arrives while the interpreter has run on.
-/// A code limit of three pages (`--jit-code-limit 12K`) holds two or three
-/// units of compiled code, so larger programs evict code and compile it
-/// again (`tests/code_cache.rs` checks that they do).
+/// A code limit of three pages ([`THREE_PAGES`], `--jit-code-limit 12K`
+/// on a 4K kernel) holds two or three units of compiled code, so larger
+/// programs evict code and compile it again (`tests/code_cache.rs` checks
+/// that they do).
 /// Under `--jit-elf` ([`ELF_FILES`]) each batch runs from a file of its
 /// own and queued requests are compiled as one batch: with the slow
-/// compiler the queue fills, and under a code limit (24K: each file's
-/// chunk starts with a page of headers) code is evicted and its addresses
-/// get new files.
+/// compiler the queue fills, and under a code limit (six pages: each
+/// file's chunk starts with a page of headers) code is evicted and its
+/// addresses get new files.
 /// `--gc-stress` collects at every allocation and poisons freed objects,
 /// so a missing GC root (in the interpreter or in compiled code) shows up
 /// as a mismatch here.
@@ -46,13 +47,13 @@ const TIERS: &[&[&str]] = &[
     &["--jit-threshold", "2", "--jit-background", SLOW_COMPILER],
     &["--no-jit", "--gc-stress"],
     &["--jit-threshold", "0", "--gc-stress"],
-    &["--jit-threshold", "2", "--jit-code-limit", "12K"],
+    &["--jit-threshold", "2", "--jit-code-limit", THREE_PAGES],
     &[
         "--jit-threshold",
         "2",
         "--jit-background",
         "--jit-code-limit",
-        "12K",
+        THREE_PAGES,
     ],
     &[
         "--jit-threshold",
@@ -66,7 +67,7 @@ const TIERS: &[&[&str]] = &[
         "2",
         "--jit-background",
         "--jit-code-limit",
-        "24K",
+        SIX_PAGES,
         ELF_FILES,
     ],
 ];
@@ -82,7 +83,7 @@ const EMULATED_TIERS: &[&[&str]] = &[
     &["--no-jit"],
     &[],
     &["--jit-threshold", "0"],
-    &["--jit-threshold", "2", "--jit-code-limit", "12K"],
+    &["--jit-threshold", "2", "--jit-code-limit", THREE_PAGES],
 ];
 
 /// The tiers of this run: [`TIERS`], or [`EMULATED_TIERS`] under a runner.
@@ -92,6 +93,21 @@ fn tiers() -> &'static [&'static [&'static str]] {
     } else {
         TIERS
     }
+}
+
+/// Not a size: a code limit of three pages ([`common::pages`]; limits are
+/// counted in pages so the tiers hold the same code on 16K and 64K kernels).
+const THREE_PAGES: &str = "(3 pages)";
+/// Not a size: a code limit of six pages.
+const SIX_PAGES: &str = "(6 pages)";
+
+/// The flag as given to toyvm: a page count ([`THREE_PAGES`], ...) in bytes.
+fn expand(flag: &str) -> String {
+    (flag
+        .strip_prefix('(')
+        .and_then(|f| f.strip_suffix(" pages)")))
+    .and_then(|n| n.parse().ok())
+    .map_or_else(|| flag.to_string(), common::pages)
 }
 
 /// Not a flag: the tier runs with `--jit-elf --perf-dir DIR`, DIR a
@@ -217,11 +233,12 @@ fn run_program(root: &Path, path: &Path) -> Vec<String> {
     let mut failures = Vec::new();
     let mut first_stderr: Option<(String, String)> = None;
     for tier in tiers() {
+        let flags: Vec<String> = (tier.iter())
+            .filter(|&&f| f != SLOW_COMPILER && f != ELF_FILES)
+            .map(|f| expand(f))
+            .collect();
         let mut argv: Vec<&str> = vec!["run"];
-        argv.extend(
-            tier.iter()
-                .filter(|&&f| f != SLOW_COMPILER && f != ELF_FILES),
-        );
+        argv.extend(flags.iter().map(String::as_str));
         let elf = elf_dir().to_string_lossy();
         if tier.contains(&ELF_FILES) {
             argv.extend(["--jit-elf", "--perf-dir", &elf]);
@@ -276,7 +293,7 @@ fn conformance_suite() {
     );
 }
 
-/// The tiers with `--jit-code-limit 12K` do evict and compile again: the
+/// The tiers with a code limit of three pages do evict and compile again: the
 /// suite's evictions and recompiles under that limit (compiled on the
 /// interpreter's thread, so the counts are the same on every run), from
 /// `--jit-stats` (which the tiers above leave out: their stderr must match).
@@ -285,6 +302,7 @@ fn the_code_limit_tier_evicts_and_compiles_again() {
     let root = repo_root();
     let mut files = Vec::new();
     programs(&root.join("tests/conformance"), &mut files);
+    let three_pages = common::pages(3);
     let counts = common::parallel_map(&files, |path| {
         let name = path
             .strip_prefix(&root)
@@ -300,7 +318,7 @@ fn the_code_limit_tier_evicts_and_compiles_again() {
             "--jit-threshold",
             "2",
             "--jit-code-limit",
-            "12K",
+            &three_pages,
             "--jit-stats",
         ];
         argv.push(&name);

@@ -179,7 +179,7 @@ fn mixed_stacks(threads: &str, env: &[(&str, &str)]) -> Option<(usize, usize)> {
             "--jit-threshold",
             "1",
             "--jit-code-limit",
-            "16K",
+            &common::pages(4),
             "--perf",
             "--threads",
             threads,

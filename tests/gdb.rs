@@ -273,7 +273,7 @@ fn a_pending_breakpoint_on_a_toy_function_stops_there() {
 }
 
 /// Where gdb stops in `toy_jit_str_len` during `tests/gdb/evict.toy` under
-/// a 16K code limit (eight functions evicted and compiled again, round
+/// a code limit of four pages (eight functions evicted and compiled again, round
 /// after round, at reused addresses): the name of the compiled caller at
 /// each stop, in order, and the bytes of JIT objects gdb holds at the last
 /// stop (`maint info jit`).
@@ -296,7 +296,12 @@ fn callers_under_eviction(env: &[(&str, &str)]) -> (Vec<String>, u64) {
             "--jit-threshold",
             "10",
         ])
-        .args(["--jit-code-limit", "16K", "--gdb", "tests/gdb/evict.toy"])
+        .args([
+            "--jit-code-limit",
+            &common::pages(4),
+            "--gdb",
+            "tests/gdb/evict.toy",
+        ])
         .envs(env.iter().copied())
         .current_dir(common::repo_root())
         .stdin(Stdio::null());
@@ -364,7 +369,7 @@ fn after_evictions_gdb_names_the_code_that_is_there_now() {
 }
 
 /// What gdb says, at every stop in `toy_jit_str_len` during
-/// `tests/gdb/evict.toy` under a 16K code limit and a perf map (whose
+/// `tests/gdb/evict.toy` under a code limit of four pages and a perf map (whose
 /// quarantine keeps freed addresses unused), of the address of the first
 /// compiled caller it stopped in (`phase0`'s code in round 0): the lines of
 /// `info symbol` at each stop.
@@ -391,7 +396,7 @@ fn first_address_over_time(env: &[(&str, &str)]) -> Vec<String> {
         .args([
             "10",
             "--jit-code-limit",
-            "16K",
+            &common::pages(4),
             "--gdb",
             "tests/gdb/evict.toy",
         ])

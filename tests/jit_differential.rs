@@ -510,6 +510,7 @@ fn random_programs_agree_across_tiers() {
         std::fs::write(&path, &source).expect("write program");
         let path = path.to_string_lossy().into_owned();
         let background = ["run", "--jit-threshold", "3", "--jit-background"];
+        let three_pages = common::pages(3);
         let runs: Vec<(String, common::ToyRun)> = [
             (vec!["run", "--no-jit"], None),
             (vec!["run", "--jit-threshold", "0"], None),
@@ -519,7 +520,13 @@ fn random_programs_agree_across_tiers() {
             // A code limit of three pages: code is evicted and compiled
             // again (tests/code_cache.rs checks that it is).
             (
-                vec!["run", "--jit-threshold", "3", "--jit-code-limit", "12K"],
+                vec![
+                    "run",
+                    "--jit-threshold",
+                    "3",
+                    "--jit-code-limit",
+                    &three_pages,
+                ],
                 None,
             ),
         ]

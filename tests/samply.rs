@@ -157,7 +157,7 @@ fn leaves_by_thread(profile: &Value) -> Vec<Vec<String>> {
 }
 
 /// `examples/scripts/phases.toy` (eight functions hot one after another,
-/// in rounds) under a 16K code limit, so its code is evicted and compiled
+/// in rounds) under a code limit of four pages, so its code is evicted and compiled
 /// again at reused addresses: samply, reading the jitdump, names each
 /// sample for the phase running at its time (see
 /// `tests/code_cache_profiles.rs` for the check).
@@ -184,6 +184,7 @@ fn samply_names_evicted_and_recompiled_code_by_time() {
         "-o",
         "perf.data",
     ];
+    let four_pages = common::pages(4);
     let mut args: Vec<&str> = record.to_vec();
     args.extend([
         "--",
@@ -192,7 +193,7 @@ fn samply_names_evicted_and_recompiled_code_by_time() {
         "--jit-threshold",
         "10",
         "--jit-code-limit",
-        "16K",
+        &four_pages,
     ]);
     args.extend([
         "--perf-jitdump",

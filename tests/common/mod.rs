@@ -67,6 +67,27 @@ pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     }
 }
 
+/// The page size of the machine the tests run on: 4 KiB on x86-64 and
+/// most arm64 kernels, 16 KiB or 64 KiB on some arm64 kernels (Apple
+/// silicon's Asahi, RHEL's and Ubuntu's `-64k` arm64 builds).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page)
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
+}
+
+/// `n` pages in bytes, as `--jit-code-limit` reads it. The tests' code
+/// limits are counted in pages, not in kilobytes: the JIT gives code
+/// memory out in whole pages (each batch takes at least one), so a limit
+/// of "three pages" holds the same code on a 4K, 16K or 64K kernel, where
+/// `12K` would compile nothing on the last two.
+pub fn pages(n: usize) -> String {
+    (n * page_size()).to_string()
+}
+
 /// Runs `toyvm ARGS...` in the repository root and collects its output.
 pub fn toyvm(args: &[&str]) -> ToyRun {
     toyvm_in(&repo_root(), args, &[])
