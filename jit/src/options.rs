@@ -60,6 +60,12 @@ pub const GDB_KEEP_DEAD_ENV: &str = "TOYVM_GDB_KEEP_DEAD";
 /// of perf output (the negative control of `tests/perf_e2e.rs`).
 pub const NO_UNWIND_ENV: &str = "TOYVM_JITDUMP_NO_UNWIND";
 
+/// Test-only: `TOYVM_JIT_PANIC_IN=REGION` makes the build of the region of
+/// that name (`toy:jit:f:FILE:LINE`, ...) panic, as a bug in Cranelift or
+/// in an IR builder would: the run must go on with the function
+/// interpreted (`codegen::panic_guard`; see `tests/jit_limits.rs`).
+pub const PANIC_IN_ENV: &str = "TOYVM_JIT_PANIC_IN";
+
 /// Test-only: `TOYVM_JIT_BACKTRACE=1` makes the `print` of a runtime
 /// helper called from compiled code write a Rust backtrace to stderr first
 /// (checks the `__register_frame` registration; see `tests/jit_backtrace.rs`).

@@ -14,6 +14,8 @@
 //! * [`epilogue_cfi`]: the call-frame rows Cranelift leaves out, at each
 //!   `ret`.
 //! * [`icache`]: new code made visible to instruction fetch (aarch64).
+//! * [`panic_guard`]: a compile that panics is a failed compile, not an
+//!   abort.
 //! * [`code_memory`], [`system_unwind`], [`perf_env`]: the memory, the
 //!   `__register_frame` registrations, and cranelift-jit's own perf map.
 //!
@@ -27,6 +29,7 @@ pub mod icache;
 pub mod line_table;
 pub mod listing;
 pub mod names;
+pub mod panic_guard;
 pub mod perf_env;
 pub mod pipeline;
 pub mod relocate;

@@ -67,11 +67,12 @@ use vm::bytecode::Module as Bytecode;
 
 use super::code_memory::{self, ChunkId, CodeChunks};
 use super::listing::Listing;
-use super::{epilogue_cfi, line_table, perf_env, relocate, system_unwind};
+use super::{epilogue_cfi, line_table, panic_guard, perf_env, relocate, system_unwind};
 use crate::abi::Imports;
 use crate::abi::layout::ArrayLayout;
 use crate::codegen::names::region_name;
 use crate::codegen::role::Role;
+use crate::options::PANIC_IN_ENV;
 
 /// Cranelift, the code memory and the batch of regions defined but not
 /// final yet.
@@ -110,6 +111,8 @@ pub struct CodeGen {
     /// Test-only: the region whose compile fails (after its IR is built).
     #[cfg(test)]
     pub fail_region: Option<String>,
+    /// Test-only: the region whose build panics ([`PANIC_IN_ENV`]).
+    panic_in: Option<String>,
     /// Where every batch is published as a file-backed mapping
     /// (`--jit-elf`); None: batches run from anonymous memory.
     elf: Option<Arc<ElfCodeFiles>>,
@@ -275,6 +278,7 @@ impl CodeGen {
             elf_warned: false,
             #[cfg(test)]
             fail_region: None,
+            panic_in: std::env::var(PANIC_IN_ENV).ok(),
         })
     }
 
@@ -370,13 +374,26 @@ impl CodeGen {
         self.ctx.func.signature =
             role.signature(&module.functions[func as usize], self.call_conv());
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        {
-            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-            build(&mut b, &mut self.module, &self.imports);
-            b.finalize(self.module.target_config());
+        // A panic in the build or in Cranelift is this region's compile
+        // error (`panic_guard`): the function stays interpreted.
+        let defined = panic_guard::catching(|| {
+            if self.panic_in.as_deref() == Some(name.as_str()) {
+                panic!("{PANIC_IN_ENV} asked for a panic in {name}");
+            }
+            {
+                let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+                build(&mut b, &mut self.module, &self.imports);
+                b.finalize(self.module.target_config());
+            }
+            let ir = self.keep_ir.then(|| self.ctx.func.display().to_string());
+            self.compile(id, name.clone(), func, role, ir)
+        })
+        .map_err(|panicked| format!("{name}: {panicked}"))
+        .and_then(|defined| defined);
+        if defined.is_err() {
+            // A panic may have left the builder half-way through a function.
+            self.fctx = FunctionBuilderContext::new();
         }
-        let ir = self.keep_ir.then(|| self.ctx.func.display().to_string());
-        let defined = self.compile(id, name, func, role, ir);
         self.module.clear_context(&mut self.ctx);
         self.batch.push(defined?);
         Ok(())
