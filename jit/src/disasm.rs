@@ -283,6 +283,45 @@ mod tests {
         assert!(!out.contains(&absolute), "{out}");
     }
 
+    /// Every region, leaves included, starts by pushing a frame record
+    /// (`preserve_frame_pointers`), so frame-pointer unwinders (perf's
+    /// `--call-graph fp`, eBPF profilers) walk through compiled code; and on
+    /// aarch64 no return address is signed (no PAC) and there are no BTI
+    /// landing pads: an unwinder reads `x30` as a plain address.
+    #[test]
+    fn every_region_keeps_a_frame_record_and_plain_return_addresses() {
+        let leaf = "fn triple(x: int) -> int { return x * 3 + 1; }\nprint(triple(13));\n";
+        let module = vm::driver::load("leaf.toy", leaf.as_bytes()).expect("compiles");
+        let mut diagnostics = Vec::new();
+        let listings = super::listings(&module, &mut diagnostics, None).expect("JIT starts");
+        assert!(
+            listings
+                .iter()
+                .any(|l| l.name.starts_with("toy:jit:triple:")),
+            "the leaf was compiled"
+        );
+        let prologue: [&str; 2] = if cfg!(target_arch = "aarch64") {
+            ["stp x29, x30, [sp, #-0x10]!", "mov x29, sp"]
+        } else {
+            ["push rbp", "mov rbp,rsp"]
+        };
+        for listing in &listings {
+            let mut out = String::new();
+            super::render(listing, &module, &mut out);
+            let code: Vec<&str> = (out.lines())
+                .filter_map(|l| l.trim_start().strip_prefix("0x"))
+                .map(|l| l.splitn(3, char::is_whitespace).nth(2).unwrap_or("").trim())
+                .collect();
+            assert_eq!(code[..2], prologue, "{}:\n{out}", listing.name);
+            let signed = ["paci", "auti", "retaa", "retab", "bti"];
+            assert!(
+                !code.iter().any(|i| signed.iter().any(|s| i.starts_with(s))),
+                "{}: signed return addresses or BTI:\n{out}",
+                listing.name
+            );
+        }
+    }
+
     #[test]
     fn listings_pair_with_their_own_regions_after_a_failed_compile() {
         let all = listed(None);

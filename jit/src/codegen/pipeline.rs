@@ -885,7 +885,18 @@ fn make_isa() -> Result<OwnedTargetIsa, String> {
             "false"
         },
     )?;
-    let builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
+    let mut builder = cranelift_native::builder().map_err(|e| format!("host ISA: {e}"))?;
+    if cfg!(target_arch = "aarch64") {
+        // Said, not left to defaults: return addresses stay plain (no
+        // pointer authentication), so every unwinder reads `x30` and the
+        // saved frame record as addresses, and no BTI landing pads (our
+        // code is entered only through calls we emit).
+        for flag in ["sign_return_address", "use_bti"] {
+            builder
+                .set(flag, "false")
+                .map_err(|e| format!("{flag}: {e}"))?;
+        }
+    }
     builder
         .finish(settings::Flags::new(flags))
         .map_err(|e| format!("host ISA: {e}"))
