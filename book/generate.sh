@@ -38,7 +38,13 @@ VMPROF_VENV=${VMPROF_VENV:-$TARGET/vmprof-venv-0.6.0}
 venv=()
 [[ -x $VMPROF_VENV/bin/vmprofshow ]] && venv=(--vmprof-venv "$VMPROF_VENV")
 
-python3 book/reader.py --bless --release-dir "$RELEASE" "${venv[@]}" "$@"
+# The aarch64 chapter runs the cross build under qemu (tools/aarch64-tests
+# makes it): read when it exists.
+ARM64_RELEASE="$TARGET/aarch64-unknown-linux-gnu/release"
+arm64=()
+[[ -x $ARM64_RELEASE/toyvm ]] && arm64=(--aarch64-release-dir "$ARM64_RELEASE")
+
+python3 book/reader.py --bless --release-dir "$RELEASE" "${venv[@]}" "${arm64[@]}" "$@"
 
 if [[ ${REGENERATE_IMAGES:-} == 1 ]]; then
     # Not under /tmp/perf-: perf reads every file below such a path as a perf map.

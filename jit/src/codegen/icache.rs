@@ -19,6 +19,7 @@
 //! qemu-user cannot show a missing flush (it translates code from memory
 //! as written), so only real hardware tests this.
 
+// ANCHOR: prepare_to_run
 /// Makes `[start, start + len)`, just written, safe to execute on every
 /// thread: its instruction cache lines refreshed (aarch64; nothing to do
 /// on x86-64), then every thread's pipeline synchronized. `from_file`:
@@ -31,6 +32,7 @@ pub fn prepare_to_run(start: usize, len: usize, from_file: bool) {
     }
     sync_all_threads();
 }
+// ANCHOR_END: prepare_to_run
 
 /// `dc cvau` then `ic ivau` over every cache line of the range, as
 /// compiler-rt's `__clear_cache` does for aarch64.
