@@ -1,5 +1,5 @@
-/* elfjit: a tiny x86-64 JIT in C whose code every native tool sees, with
- * no profiler-specific call at all.
+/* elfjit: a tiny x86-64 and aarch64 JIT in C whose code every native tool
+ * sees, with no profiler-specific call at all.
  *
  * It assembles the three functions of minijit.mj (as minijit.c does) into
  * code memory from perfsupport's code-file API: the chunk is read-write
@@ -10,9 +10,11 @@
  * bpftrace, samply and fleet profilers built on the OpenTelemetry eBPF
  * profiler read that file as they read any shared library.
  *
- *   elfjit::outer   frame pointer (push rbp; mov rbp, rsp; push rbx)
+ *   elfjit::outer   frame pointer (push rbp; mov rbp, rsp; push rbx /
+ *                   stp x29, x30, [sp, #-16]!; mov x29, sp; str x19)
  *   elfjit::middle  frame pointer
- *   elfjit::leaf    NO frame pointer (sub rsp, 24), described by CFI rows
+ *   elfjit::leaf    NO frame pointer (sub rsp, 24 / sub sp, sp, #32),
+ *                   described by CFI rows
  *
  * With --generations G it compiles the functions G times, each time into
  * a new chunk, runs a share of the rounds and frees the chunk: dead code
@@ -24,6 +26,9 @@
 #include <perfsupport.h>
 
 #include "emit.h"
+#if defined(__aarch64__)
+#include "emit_a64.h"
+#endif
 
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +57,7 @@ static void line_at(function *f, emitter *e, uint32_t line) {
         .offset = (uint32_t)(e->len - f->offset), .file = SOURCE, .line = line, .column = 0};
 }
 
+#if defined(__x86_64__)
 /* leaf(n): no frame pointer. */
 static void emit_leaf(function *f, emitter *e) {
     line_at(f, e, 3);
@@ -98,6 +104,73 @@ static void emit_outer(function *f, emitter *e, uintptr_t middle) {
     EMIT(e, 0x48, 0x83, 0xc4, 0x08,              /* add rsp, 8 */
          0x5b, 0x5d, 0xc3);                      /* pop rbx; pop rbp; ret */
 }
+
+/* The entry rule (before the first CFI row) and the size of `ret`. */
+#define STACK_POINTER PERFSUPPORT_REG_RSP
+#define ENTRY_CFA_OFFSET 8 /* the return address */
+#define RET_SIZE 1
+#elif defined(__aarch64__)
+/* leaf(n): no frame pointer, and x30 (the return address) never leaves
+ * the link register. */
+static void emit_leaf(function *f, emitter *e) {
+    line_at(f, e, 3);
+    a64(e, a64_sub_imm(A64_SP, A64_SP, 32));     /* sub sp, sp, #32 */
+    line_at(f, e, 4);
+    a64(e, a64_mov(1, 0));                       /* mov x1, x0 */
+    a64(e, a64_movz(0, 0, 0));                   /* mov x0, #0 */
+    line_at(f, e, 5);
+    size_t loop = e->len;
+    a64(e, a64_add_lsl(0, 0, 1, 0));             /* loop: add x0, x0, x1 */
+    a64(e, a64_subs_imm(1, 1, 1));               /* subs x1, x1, #1 */
+    a64_b_cond_to(e, A64_NE, loop);              /* b.ne loop */
+    line_at(f, e, 6);
+    a64(e, a64_add_imm(A64_SP, A64_SP, 32));     /* add sp, sp, #32 */
+    a64(e, a64_ret());                           /* ret */
+}
+
+/* middle(n): frame pointer; spins n times, then returns leaf(n). */
+static void emit_middle(function *f, emitter *e, uintptr_t leaf) {
+    line_at(f, e, 8);
+    a64(e, a64_stp_pre(A64_X29, A64_X30, A64_SP, -16)); /* stp x29, x30, [sp, #-16]! */
+    a64(e, a64_add_imm(A64_X29, A64_SP, 0));     /* mov x29, sp */
+    line_at(f, e, 9);
+    a64(e, a64_mov(1, 0));                       /* mov x1, x0 */
+    size_t loop = e->len;
+    a64(e, a64_subs_imm(1, 1, 1));               /* loop: subs x1, x1, #1 */
+    a64_b_cond_to(e, A64_NE, loop);              /* b.ne loop */
+    line_at(f, e, 10);
+    a64_call(e, (const void *)leaf);             /* mov x16, leaf; blr x16 */
+    a64(e, a64_ldp_post(A64_X29, A64_X30, A64_SP, 16)); /* ldp x29, x30, [sp], #16 */
+    a64(e, a64_ret());                           /* ret */
+}
+
+/* outer(rounds): frame pointer; calls middle(WORK) `rounds` times, the
+ * count in x19 (callee-saved), saved below the frame record. */
+static void emit_outer(function *f, emitter *e, uintptr_t middle) {
+    line_at(f, e, 12);
+    a64(e, a64_stp_pre(A64_X29, A64_X30, A64_SP, -16)); /* stp x29, x30, [sp, #-16]! */
+    a64(e, a64_add_imm(A64_X29, A64_SP, 0));     /* mov x29, sp */
+    a64(e, a64_str_pre(19, A64_SP, -16));        /* str x19, [sp, #-16]! */
+    a64(e, a64_mov(19, 0));                      /* mov x19, x0 */
+    line_at(f, e, 13);
+    size_t loop = e->len;
+    a64(e, a64_movz(0, WORK, 0));                /* loop: mov x0, #WORK */
+    a64_call(e, (const void *)middle);           /* mov x16, middle; blr x16 */
+    a64(e, a64_subs_imm(19, 19, 1));             /* subs x19, x19, #1 */
+    a64_b_cond_to(e, A64_NE, loop);              /* b.ne loop */
+    line_at(f, e, 14);
+    a64(e, a64_ldr_post(19, A64_SP, 16));        /* ldr x19, [sp], #16 */
+    a64(e, a64_ldp_post(A64_X29, A64_X30, A64_SP, 16)); /* ldp x29, x30, [sp], #16 */
+    a64(e, a64_ret());                           /* ret */
+}
+
+/* The entry rule (before the first CFI row) and the size of `ret`. */
+#define STACK_POINTER PERFSUPPORT_REG_SP
+#define ENTRY_CFA_OFFSET 0 /* the return address is in x30 */
+#define RET_SIZE 4
+#else
+#error "elfjit emits x86-64 or aarch64 code only"
+#endif
 
 /* What the host C code runs. */
 __attribute__((noinline)) static void run_jit(void (*outer)(uint64_t), uint64_t rounds) {
@@ -149,6 +222,9 @@ int main(int argc, char **argv) {
             if (i == 2) emit_outer(&fs[i], &e, at + fs[1].offset);
             fs[i].size = e.len - fs[i].offset;
         }
+        /* The library copies the code into the chunk and publish maps it
+         * from a file: the kernel makes such mappings visible to
+         * instruction fetch, so no __builtin___clear_cache here. */
         if ((rc = perfsupport_code_chunk_write(chunk, 0, buffer, e.len)))
             die("perfsupport_code_chunk_write", rc);
         // ANCHOR_END: emit
@@ -157,11 +233,12 @@ int main(int argc, char **argv) {
         /* 3. Publish: the file is written whole, then mapped read+execute
          *    over the chunk. leaf has no frame pointer: its CFI rows say
          *    where its caller's frame is (CFA = rsp + 32 after `sub rsp,
-         *    24`, rsp + 8 at the `ret`). */
+         *    24`, rsp + 8 at the `ret`; aarch64: sp + 32 after `sub sp, sp,
+         *    #32`, sp + 0 at the `ret`). */
         perfsupport_cfi_row leaf_rows[2] = {
-            {.offset = 4, .cfa_register = PERFSUPPORT_REG_RSP, .cfa_offset = 32},
-            {.offset = (uint32_t)fs[0].size - 1, .cfa_register = PERFSUPPORT_REG_RSP,
-             .cfa_offset = 8},
+            {.offset = 4, .cfa_register = STACK_POINTER, .cfa_offset = 32},
+            {.offset = (uint32_t)(fs[0].size - RET_SIZE), .cfa_register = STACK_POINTER,
+             .cfa_offset = ENTRY_CFA_OFFSET},
         };
         perfsupport_unwind leaf_cfi = {
             .kind = PERFSUPPORT_UNWIND_ROWS, .rows = leaf_rows, .row_count = 2};

@@ -1,6 +1,7 @@
 /* emit.h: the byte emitter the C examples assemble x86-64 code with
- * (minijit.c, packed.c). Code goes to `base + len`; the caller provides
- * room. */
+ * (minijit.c, packed.c, elfjit.c). Code goes to `base + len`; the caller
+ * provides room. aarch64 instructions are emitted as 32-bit words with the
+ * encoders of emit_a64.h, on top of this. */
 #ifndef MINIJIT_EMIT_H
 #define MINIJIT_EMIT_H
 
@@ -27,7 +28,7 @@ static inline void emit(emitter *e, const uint8_t *bytes, size_t n) {
 static inline void emit_u64(emitter *e, uint64_t v) { emit(e, (const uint8_t *)&v, 8); }
 static inline void emit_u32(emitter *e, uint32_t v) { emit(e, (const uint8_t *)&v, 4); }
 
-/* mov rax, imm64; call rax: a call to any address (12 bytes). */
+/* x86-64: mov rax, imm64; call rax: a call to any address (12 bytes). */
 static inline void emit_call(emitter *e, const void *target) {
     EMIT(e, 0x48, 0xb8);
     emit_u64(e, (uint64_t)(uintptr_t)target);

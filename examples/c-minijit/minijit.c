@@ -1,10 +1,12 @@
-/* minijit: a tiny x86-64 JIT in C that tells profilers about its code
- * through perfsupport's C API only (perfsupport.h).
+/* minijit: a tiny x86-64 and aarch64 JIT in C that tells profilers about
+ * its code through perfsupport's C API only (perfsupport.h).
  *
  * It hand-assembles three functions of minijit.mj into mmap'ed memory:
- *   minijit::outer   frame pointer (push rbp; mov rbp, rsp; push rbx)
+ *   minijit::outer   frame pointer (push rbp; mov rbp, rsp; push rbx /
+ *                    stp x29, x30, [sp, #-16]!; mov x29, sp; str x19)
  *   minijit::middle  frame pointer
- *   minijit::leaf    NO frame pointer (sub rsp, 24), described by CFI rows
+ *   minijit::leaf    NO frame pointer (sub rsp, 24 / sub sp, sp, #32),
+ *                    described by CFI rows
  * registers them (perf map, jitdump with line tables and unwind info),
  * optionally records a vmprof profile whose shadow stack the generated
  * code pushes and pops itself, and runs outer(rounds).
@@ -15,6 +17,9 @@
 #include <perfsupport.h>
 
 #include "emit.h"
+#if defined(__aarch64__)
+#include "emit_a64.h"
+#endif
 
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +36,7 @@ static void die(const char *what, int rc) {
 }
 
 // ANCHOR: shadow_push
+#if defined(__x86_64__)
 /* The shadow stack push in machine code (clobbers rcx, rdx):
  *   mov rcx, stack; mov rdx, [rcx]; cmp rdx, CAPACITY; jae 1f
  *   mov qword [rcx + 8 + 8*rdx], id          ; the id first ...
@@ -54,6 +60,33 @@ static void emit_shadow_pop(emitter *e, perfsupport_shadow_stack *stack) {
     emit_u64(e, (uint64_t)(uintptr_t)stack);
     EMIT(e, 0x48, 0xff, 0x09);
 }
+#elif defined(__aarch64__)
+/* The same on aarch64 (clobbers x9-x12, caller-saved scratch registers):
+ *   mov x9, stack; ldr x10, [x9]; cmp x10, #CAPACITY; b.hs 1f
+ *   mov x11, id; add x12, x9, x10, lsl #3; str x11, [x12, #8] ; the id first ...
+ *   1: add x10, x10, #1; str x10, [x9]                        ; ... then the depth */
+static void emit_shadow_push(emitter *e, perfsupport_shadow_stack *stack, uintptr_t id) {
+    a64_mov_imm64(e, 9, (uint64_t)(uintptr_t)stack);
+    a64(e, a64_ldr(10, 9, 0));
+    a64(e, a64_subs_imm(A64_XZR, 10, PERFSUPPORT_SHADOW_STACK_CAPACITY));
+    a64(e, a64_b_cond(A64_HS, 7));               /* over the 6 that store the id */
+    a64_mov_imm64(e, 11, id);
+    a64(e, a64_add_lsl(12, 9, 10, 3));
+    a64(e, a64_str(11, 12, 8));
+    a64(e, a64_add_imm(10, 10, 1));
+    a64(e, a64_str(10, 9, 0));
+}
+
+/* The pop: mov x9, stack; ldr x10, [x9]; sub x10, x10, #1; str x10, [x9] */
+static void emit_shadow_pop(emitter *e, perfsupport_shadow_stack *stack) {
+    a64_mov_imm64(e, 9, (uint64_t)(uintptr_t)stack);
+    a64(e, a64_ldr(10, 9, 0));
+    a64(e, a64_sub_imm(10, 10, 1));
+    a64(e, a64_str(10, 9, 0));
+}
+#else
+#error "minijit emits x86-64 or aarch64 code only"
+#endif
 // ANCHOR_END: shadow_push
 
 /* ---- The three functions -------------------------------------------- */
@@ -72,6 +105,7 @@ static void line_at(function *f, emitter *e, uint32_t line) {
         .offset = (uint32_t)e->len, .file = SOURCE, .line = line, .column = 0};
 }
 
+#if defined(__x86_64__)
 /* leaf(n): no frame pointer. */
 static void emit_leaf(function *f, emitter *e, perfsupport_shadow_stack *stack) {
     line_at(f, e, 3);
@@ -127,14 +161,94 @@ static void emit_outer(function *f, emitter *e, perfsupport_shadow_stack *stack,
          0x5b, 0x5d, 0xc3);                      /* pop rbx; pop rbp; ret */
 }
 
+/* The entry rule (before the first CFI row) and the size of `ret`. */
+#define STACK_POINTER PERFSUPPORT_REG_RSP
+#define ENTRY_CFA_OFFSET 8 /* the return address */
+#define RET_SIZE 1
+#elif defined(__aarch64__)
+/* leaf(n): no frame pointer, and x30 (the return address) never leaves
+ * the link register. */
+static void emit_leaf(function *f, emitter *e, perfsupport_shadow_stack *stack) {
+    line_at(f, e, 3);
+    a64(e, a64_sub_imm(A64_SP, A64_SP, 32));     /* sub sp, sp, #32 */
+    emit_shadow_push(e, stack, f->vmprof_id);
+    line_at(f, e, 4);
+    a64(e, a64_mov(1, 0));                       /* mov x1, x0 */
+    a64(e, a64_movz(0, 0, 0));                   /* mov x0, #0 */
+    line_at(f, e, 5);
+    size_t loop = e->len;
+    a64(e, a64_add_lsl(0, 0, 1, 0));             /* loop: add x0, x0, x1 */
+    a64(e, a64_subs_imm(1, 1, 1));               /* subs x1, x1, #1 */
+    a64_b_cond_to(e, A64_NE, loop);              /* b.ne loop */
+    line_at(f, e, 6);
+    emit_shadow_pop(e, stack);
+    a64(e, a64_add_imm(A64_SP, A64_SP, 32));     /* add sp, sp, #32 */
+    a64(e, a64_ret());                           /* ret */
+}
+
+/* middle(n): frame pointer; spins n times, then returns leaf(n). */
+static void emit_middle(function *f, emitter *e, perfsupport_shadow_stack *stack,
+                        const void *leaf) {
+    line_at(f, e, 8);
+    a64(e, a64_stp_pre(A64_X29, A64_X30, A64_SP, -16)); /* stp x29, x30, [sp, #-16]! */
+    a64(e, a64_add_imm(A64_X29, A64_SP, 0));     /* mov x29, sp */
+    emit_shadow_push(e, stack, f->vmprof_id);
+    line_at(f, e, 9);
+    a64(e, a64_mov(1, 0));                       /* mov x1, x0 */
+    size_t loop = e->len;
+    a64(e, a64_subs_imm(1, 1, 1));               /* loop: subs x1, x1, #1 */
+    a64_b_cond_to(e, A64_NE, loop);              /* b.ne loop */
+    line_at(f, e, 10);
+    a64_call(e, leaf);                           /* mov x16, leaf; blr x16 */
+    emit_shadow_pop(e, stack);
+    a64(e, a64_ldp_post(A64_X29, A64_X30, A64_SP, 16)); /* ldp x29, x30, [sp], #16 */
+    a64(e, a64_ret());                           /* ret */
+}
+
+/* outer(rounds): frame pointer; calls middle(WORK) `rounds` times. The
+ * count lives in x19 (callee-saved), saved below the frame record: the
+ * CFA stays x29 + 16 there, as PERFSUPPORT_UNWIND_FRAME_POINTER says (like
+ * rbx on x86-64, x19's slot is not described). */
+static void emit_outer(function *f, emitter *e, perfsupport_shadow_stack *stack,
+                       const void *middle) {
+    line_at(f, e, 12);
+    a64(e, a64_stp_pre(A64_X29, A64_X30, A64_SP, -16)); /* stp x29, x30, [sp, #-16]! */
+    a64(e, a64_add_imm(A64_X29, A64_SP, 0));     /* mov x29, sp */
+    a64(e, a64_str_pre(19, A64_SP, -16));        /* str x19, [sp, #-16]! */
+    emit_shadow_push(e, stack, f->vmprof_id);
+    a64(e, a64_mov(19, 0));                      /* mov x19, x0 */
+    line_at(f, e, 13);
+    size_t loop = e->len;
+    a64(e, a64_movz(0, WORK, 0));                /* loop: mov x0, #WORK */
+    a64_call(e, middle);                         /* mov x16, middle; blr x16 */
+    a64(e, a64_subs_imm(19, 19, 1));             /* subs x19, x19, #1 */
+    a64_b_cond_to(e, A64_NE, loop);              /* b.ne loop */
+    line_at(f, e, 14);
+    emit_shadow_pop(e, stack);
+    a64(e, a64_ldr_post(19, A64_SP, 16));        /* ldr x19, [sp], #16 */
+    a64(e, a64_ldp_post(A64_X29, A64_X30, A64_SP, 16)); /* ldp x29, x30, [sp], #16 */
+    a64(e, a64_ret());                           /* ret */
+}
+
+/* The entry rule (before the first CFI row) and the size of `ret`. */
+#define STACK_POINTER PERFSUPPORT_REG_SP
+#define ENTRY_CFA_OFFSET 0 /* the return address is in x30 */
+#define RET_SIZE 4
+#endif
+
 // ANCHOR: leaf_cfi
 /* leaf's CFI: after `sub rsp, 24` (4 bytes) the CFA is rsp + 32; after
- * `add rsp, 24` only the return address is left (CFA = rsp + 8). */
+ * `add rsp, 24` only the return address is left (CFA = rsp + 8). On
+ * aarch64: after `sub sp, sp, #32` (4 bytes) the CFA is sp + 32; at the
+ * `ret` it is sp + 0 again, the return address still in x30 (the
+ * architecture's STACK_POINTER, ENTRY_CFA_OFFSET and RET_SIZE are defined
+ * with its emitters above). */
 static perfsupport_unwind leaf_unwind(size_t size, perfsupport_cfi_row rows[2]) {
     rows[0] = (perfsupport_cfi_row){
-        .offset = 4, .cfa_register = PERFSUPPORT_REG_RSP, .cfa_offset = 32};
-    rows[1] = (perfsupport_cfi_row){
-        .offset = (uint32_t)size - 1, .cfa_register = PERFSUPPORT_REG_RSP, .cfa_offset = 8};
+        .offset = 4, .cfa_register = STACK_POINTER, .cfa_offset = 32};
+    rows[1] = (perfsupport_cfi_row){.offset = (uint32_t)(size - RET_SIZE),
+                                    .cfa_register = STACK_POINTER,
+                                    .cfa_offset = ENTRY_CFA_OFFSET};
     return (perfsupport_unwind){.kind = PERFSUPPORT_UNWIND_ROWS, .rows = rows, .row_count = 2};
 }
 // ANCHOR_END: leaf_cfi
@@ -224,6 +338,10 @@ int main(int argc, char **argv) {
             die("reserved_region_size", rc);
         e.len = start + reserved;
     }
+    /* The code was written through the data cache: make instruction fetch
+     * see it before it runs (aarch64's instruction cache is not coherent
+     * with stores; a no-op on x86-64, where it is). */
+    __builtin___clear_cache((char *)arena, (char *)arena + e.len);
     if (mprotect(arena, arena_size, PROT_READ | PROT_EXEC)) { perror("mprotect"); return 1; }
 
     // ANCHOR: register

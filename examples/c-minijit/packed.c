@@ -11,10 +11,9 @@
  *   packed::outer    spins, then calls middle
  * All keep frame pointers (push rbp; mov rbp, rsp ... leave; ret) and
  * describe them with PERFSUPPORT_UNWIND_FRAME_POINTER. It registers them
- * one per call, callee first (each new function lands in the room the
- * one before would need for its unwind tables), and prints what
- * perfsupport_register_ex reports.
- *
+ * one per call, callee first (each new function lands in the room the one
+ * before would need for its unwind tables), prints what
+ * perfsupport_register_ex reports. x86-64 only (minijit.c shows aarch64).
  * Packed, perf inject's mappings would overlap: perfsupport writes the
  * regions without room header-only, and perf unwinds them by frame
  * pointers (full stacks, because this code keeps them).
@@ -22,8 +21,7 @@
  * usage: packed [--rounds N] [--jitdump-dir DIR] [--batch] [--down] [--spaced]
  *               [--gdb] [--replace]
  *   --batch    register all four in one call
- *   --down     register them caller first: each new one lies before the
- *              one registered before it
+ *   --down     register them caller first (each before the one before)
  *   --spaced   lay them out at perfsupport_reserved_region_size strides
  *   --gdb      also PERFSUPPORT_OUTPUT_GDB: debuggers name the functions
  *   --replace  then retire leaf, compile a new one (packed::leaf2)
@@ -38,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-
+#if defined(__x86_64__)
 #define WORK 20000         /* iterations of each loop per call */
 #define SOURCE "packed.mj" /* the made-up source file */
 #define COUNT 4
@@ -64,6 +62,7 @@ static size_t emit_leaf(uint8_t *at) {
          0x48, 0xff, 0xcf,                       /* dec rdi */
          0x75, 0xf8,                             /* jnz loop */
          0xc9, 0xc3);                            /* leave; ret */
+    __builtin___clear_cache((char *)at, (char *)at + e.len); /* for fetch (no-op on x86-64) */
     return e.len;
 }
 
@@ -75,6 +74,7 @@ static size_t emit_caller(uint8_t *at, const void *callee) {
          0x48, 0xff, 0xc9, 0x75, 0xfb);          /* loop: dec rcx; jnz loop */
     emit_call(&e, callee);                       /* mov rax, callee; call rax */
     EMIT(&e, 0xc9, 0xc3);                        /* leave; ret */
+    __builtin___clear_cache((char *)at, (char *)at + e.len); /* as in emit_leaf */
     return e.len;
 }
 // ANCHOR_END: packed_functions
@@ -199,3 +199,11 @@ int main(int argc, char **argv) {
     if ((rc = perfsupport_profilers_finish(prof))) die("perfsupport_profilers_finish", rc);
     return 0;
 }
+#else
+/* Elsewhere it builds, and says why it does not run. */
+int main(void) {
+    fprintf(stderr, "packed: this example emits x86-64 code only (its four functions are "
+                    "hand-assembled x86-64 bytes; minijit.c and elfjit.c also emit aarch64)\n");
+    return 2;
+}
+#endif

@@ -76,29 +76,49 @@
 // header-only unwind record, and perf unwinds the code by frame pointers.
 #define PERFSUPPORT_UNWIND_NONE 0
 
-// The standard x86-64 frame, no rows needed: `push rbp; mov rbp, rsp` as
-// the first 4 bytes, `ret` as the last byte, and one 1-byte instruction
-// before it that restores the caller's `rbp`: `pop rbp`, or `leave`
-// (`mov rsp, rbp; pop rbp`, what C compilers emit). Both are covered: up
-// to that instruction the caller's frame is at `rbp + 16`, at the `ret` at
-// `rsp + 8`. At least 6 bytes. A function that returns early, or whose
-// epilogue differs, is described with `PERFSUPPORT_UNWIND_ROWS`.
+// The host's standard frame, no rows needed.
+//
+// x86-64: `push rbp; mov rbp, rsp` as the first 4 bytes, `ret` as the
+// last byte, and one 1-byte instruction before it that restores the
+// caller's `rbp`: `pop rbp`, or `leave` (`mov rsp, rbp; pop rbp`, what C
+// compilers emit). Both are covered: up to that instruction the caller's
+// frame is at `rbp + 16`, at the `ret` at `rsp + 8`. At least 6 bytes.
+//
+// aarch64: `stp x29, x30, [sp, #-16]!; mov x29, sp` as the first 2
+// instructions, `ret` as the last, and `ldp x29, x30, [sp], #16` before
+// it: up to the `ret` the caller's frame is at `x29 + 16` (the frame
+// record at CFA - 16), at the `ret` at `sp + 0` with the return address
+// in x30. Whole 4-byte instructions, at least 16 bytes.
+//
+// A function that returns early, or whose epilogue differs, is described
+// with `PERFSUPPORT_UNWIND_ROWS`.
 #define PERFSUPPORT_UNWIND_FRAME_POINTER 1
 
-// A list of CFI rows.
+// A list of CFI rows, from the host's entry state on (x86-64: CFA =
+// rsp + 8; aarch64: CFA = sp + 0, return address in x30).
 #define PERFSUPPORT_UNWIND_ROWS 2
 
-// DWARF number of `rbx`.
+// DWARF number of `rbx` (x86-64).
 #define PERFSUPPORT_REG_RBX 3
 
-// DWARF number of `rbp`.
+// DWARF number of `rbp` (x86-64).
 #define PERFSUPPORT_REG_RBP 6
 
-// DWARF number of `rsp`.
+// DWARF number of `rsp` (x86-64).
 #define PERFSUPPORT_REG_RSP 7
 
-// DWARF number of `r12` (`r13`..`r15` follow).
+// DWARF number of `r12` (x86-64; `r13`..`r15` follow).
 #define PERFSUPPORT_REG_R12 12
+
+// DWARF number of `x29`, the frame pointer (aarch64; `x19`..`x28`, the
+// other callee-saved registers, are 19..28).
+#define PERFSUPPORT_REG_X29 29
+
+// DWARF number of `x30`, the link register: the return address (aarch64).
+#define PERFSUPPORT_REG_X30 30
+
+// DWARF number of `sp` (aarch64).
+#define PERFSUPPORT_REG_SP 31
 
 // Frames a shadow stack stores (deeper frames are counted, not stored).
 #define PERFSUPPORT_SHADOW_STACK_CAPACITY 1024
@@ -119,16 +139,19 @@ typedef struct perfsupport_profilers perfsupport_profilers;
 typedef struct perfsupport_saved_register {
   // DWARF register number.
   uint16_t reg;
-  // The save slot is at CFA + `cfa_offset` (-16 for the first push, ...).
+  // The save slot is at CFA + `cfa_offset` (x86-64: -16 for the first
+  // push, ...; aarch64: -16 for x29 of a frame record, -8 for x30).
   int32_t cfa_offset;
 } perfsupport_saved_register;
 
 // The unwinding rules from `offset` on, up to the next row.
 typedef struct perfsupport_cfi_row {
   // Offset of the first instruction the row covers (the one after the
-  // `push`, `sub rsp` or `mov rbp, rsp` that changed the rules).
+  // `push`, `sub rsp` or `mov rbp, rsp` that changed the rules; aarch64:
+  // after the `stp`, `sub sp` or `mov x29, sp`, a multiple of 4).
   uint32_t offset;
-  // The register the CFA is computed from (rsp, or rbp).
+  // The register the CFA is computed from (rsp, or rbp; aarch64: sp, or
+  // x29).
   uint16_t cfa_register;
   // CFA = `cfa_register` + `cfa_offset`.
   int32_t cfa_offset;
@@ -558,8 +581,8 @@ int perfsupport_profilers_finish(struct perfsupport_profilers *profilers);
 // missing (see `perfsupport_register_ex`).
 //
 // The smallest region: 1 byte with no unwind info (NULL or
-// `PERFSUPPORT_UNWIND_NONE`); 6 bytes with
-// `PERFSUPPORT_UNWIND_FRAME_POINTER` (its prologue and epilogue); with
+// `PERFSUPPORT_UNWIND_NONE`); with `PERFSUPPORT_UNWIND_FRAME_POINTER` (its
+// prologue and epilogue) 6 bytes on x86-64, 16 on aarch64; with
 // `PERFSUPPORT_UNWIND_ROWS`, every row's offset inside the code.
 //
 // ```c

@@ -1,53 +1,75 @@
 //! Unwind information in C form: how a C code generator tells perf where
 //! each function's caller frame is, without writing DWARF itself. It is
-//! perfsupport's [`ps::unwind::x86_64`] API (`CallFrameInfo::x86_64_frame_pointer`
-//! and `CallFrameInfo::x86_64_rows`) with C structs.
+//! perfsupport's [`ps::unwind::x86_64`] and [`ps::unwind::aarch64`] APIs
+//! (`CallFrameInfo::host_frame_pointer` and `CallFrameInfo::host_rows`)
+//! with C structs, for the architecture the library was built for.
 //!
 //! A region's `unwind` field points to a [`perfsupport_unwind`] (or is NULL:
 //! no CFI, unwinders fall back to frame pointers). Its `kind` is one of:
 //!
-//! * [`PERFSUPPORT_UNWIND_FRAME_POINTER`]: the standard x86-64 frame,
-//!   `push rbp; mov rbp, rsp` at offset 0 and `pop rbp; ret` as the last 2
-//!   bytes. No rows.
+//! * [`PERFSUPPORT_UNWIND_FRAME_POINTER`]: the host's standard frame, no
+//!   rows. x86-64: `push rbp; mov rbp, rsp` at offset 0 and `pop rbp; ret`
+//!   as the last 2 bytes. aarch64: `stp x29, x30, [sp, #-16]!; mov x29, sp`
+//!   as the first 2 instructions and `ldp x29, x30, [sp], #16; ret` as the
+//!   last 2.
 //! * [`PERFSUPPORT_UNWIND_ROWS`]: any other prologue, as a list of
 //!   [`perfsupport_cfi_row`]s sorted by offset. Each row gives the whole rule
 //!   set from its offset on: CFA = `cfa_register` + `cfa_offset`, and where
-//!   each callee-saved register pushed so far sits (CFA + its offset).
-//!   Before the first row, the state right after a `call` holds: CFA =
-//!   rsp + 8, nothing saved.
+//!   each callee-saved register saved so far sits (CFA + its offset).
+//!   Before the first row, the state right after a call holds: on x86-64
+//!   CFA = rsp + 8, nothing saved; on aarch64 CFA = sp + 0, the return
+//!   address in x30, nothing saved (offsets are multiples of 4 there).
 //!
-//! Registers are DWARF x86-64 numbers ([`PERFSUPPORT_REG_RBP`] = 6,
-//! [`PERFSUPPORT_REG_RSP`] = 7, ...).
+//! Registers are DWARF numbers: x86-64 ([`PERFSUPPORT_REG_RBP`] = 6,
+//! [`PERFSUPPORT_REG_RSP`] = 7, ...) or aarch64 ([`PERFSUPPORT_REG_X29`] =
+//! 29, [`PERFSUPPORT_REG_X30`] = 30, [`PERFSUPPORT_REG_SP`] = 31).
 
 use super::cstr;
 use super::error::{Error, PERFSUPPORT_EIO, guard};
 use gimli::Register;
 use ps::unwind::CallFrameInfo;
-use ps::unwind::x86_64::{CfiRow, SavedRegister};
+use ps::unwind::x86_64::{CfiRow, SavedRegister}; // the same rows on aarch64
 use std::ffi::c_int;
 
 /// No CFI (the same as a NULL `unwind` pointer): the jitdump gets the
 /// header-only unwind record, and perf unwinds the code by frame pointers.
 pub const PERFSUPPORT_UNWIND_NONE: u32 = 0;
-/// The standard x86-64 frame, no rows needed: `push rbp; mov rbp, rsp` as
-/// the first 4 bytes, `ret` as the last byte, and one 1-byte instruction
-/// before it that restores the caller's `rbp`: `pop rbp`, or `leave`
-/// (`mov rsp, rbp; pop rbp`, what C compilers emit). Both are covered: up
-/// to that instruction the caller's frame is at `rbp + 16`, at the `ret` at
-/// `rsp + 8`. At least 6 bytes. A function that returns early, or whose
-/// epilogue differs, is described with `PERFSUPPORT_UNWIND_ROWS`.
+/// The host's standard frame, no rows needed.
+///
+/// x86-64: `push rbp; mov rbp, rsp` as the first 4 bytes, `ret` as the
+/// last byte, and one 1-byte instruction before it that restores the
+/// caller's `rbp`: `pop rbp`, or `leave` (`mov rsp, rbp; pop rbp`, what C
+/// compilers emit). Both are covered: up to that instruction the caller's
+/// frame is at `rbp + 16`, at the `ret` at `rsp + 8`. At least 6 bytes.
+///
+/// aarch64: `stp x29, x30, [sp, #-16]!; mov x29, sp` as the first 2
+/// instructions, `ret` as the last, and `ldp x29, x30, [sp], #16` before
+/// it: up to the `ret` the caller's frame is at `x29 + 16` (the frame
+/// record at CFA - 16), at the `ret` at `sp + 0` with the return address
+/// in x30. Whole 4-byte instructions, at least 16 bytes.
+///
+/// A function that returns early, or whose epilogue differs, is described
+/// with `PERFSUPPORT_UNWIND_ROWS`.
 pub const PERFSUPPORT_UNWIND_FRAME_POINTER: u32 = 1;
-/// A list of CFI rows.
+/// A list of CFI rows, from the host's entry state on (x86-64: CFA =
+/// rsp + 8; aarch64: CFA = sp + 0, return address in x30).
 pub const PERFSUPPORT_UNWIND_ROWS: u32 = 2;
 
-/// DWARF number of `rbx`.
+/// DWARF number of `rbx` (x86-64).
 pub const PERFSUPPORT_REG_RBX: u16 = 3;
-/// DWARF number of `rbp`.
+/// DWARF number of `rbp` (x86-64).
 pub const PERFSUPPORT_REG_RBP: u16 = 6;
-/// DWARF number of `rsp`.
+/// DWARF number of `rsp` (x86-64).
 pub const PERFSUPPORT_REG_RSP: u16 = 7;
-/// DWARF number of `r12` (`r13`..`r15` follow).
+/// DWARF number of `r12` (x86-64; `r13`..`r15` follow).
 pub const PERFSUPPORT_REG_R12: u16 = 12;
+/// DWARF number of `x29`, the frame pointer (aarch64; `x19`..`x28`, the
+/// other callee-saved registers, are 19..28).
+pub const PERFSUPPORT_REG_X29: u16 = 29;
+/// DWARF number of `x30`, the link register: the return address (aarch64).
+pub const PERFSUPPORT_REG_X30: u16 = 30;
+/// DWARF number of `sp` (aarch64).
+pub const PERFSUPPORT_REG_SP: u16 = 31;
 
 /// A callee-saved register whose caller's value is on the stack.
 #[repr(C)]
@@ -55,7 +77,8 @@ pub const PERFSUPPORT_REG_R12: u16 = 12;
 pub struct perfsupport_saved_register {
     /// DWARF register number.
     pub reg: u16,
-    /// The save slot is at CFA + `cfa_offset` (-16 for the first push, ...).
+    /// The save slot is at CFA + `cfa_offset` (x86-64: -16 for the first
+    /// push, ...; aarch64: -16 for x29 of a frame record, -8 for x30).
     pub cfa_offset: i32,
 }
 
@@ -64,9 +87,11 @@ pub struct perfsupport_saved_register {
 #[derive(Clone, Copy, Debug)]
 pub struct perfsupport_cfi_row {
     /// Offset of the first instruction the row covers (the one after the
-    /// `push`, `sub rsp` or `mov rbp, rsp` that changed the rules).
+    /// `push`, `sub rsp` or `mov rbp, rsp` that changed the rules; aarch64:
+    /// after the `stp`, `sub sp` or `mov x29, sp`, a multiple of 4).
     pub offset: u32,
-    /// The register the CFA is computed from (rsp, or rbp).
+    /// The register the CFA is computed from (rsp, or rbp; aarch64: sp, or
+    /// x29).
     pub cfa_register: u16,
     /// CFA = `cfa_register` + `cfa_offset`.
     pub cfa_offset: i32,
@@ -107,7 +132,7 @@ pub(crate) unsafe fn convert(
     let length = u32::try_from(size).map_err(|_| invalid("code is larger than 4 GiB".into()))?;
     let built = match unwind.kind {
         PERFSUPPORT_UNWIND_NONE => return Ok(None),
-        PERFSUPPORT_UNWIND_FRAME_POINTER => CallFrameInfo::x86_64_frame_pointer(length),
+        PERFSUPPORT_UNWIND_FRAME_POINTER => CallFrameInfo::host_frame_pointer(length),
         PERFSUPPORT_UNWIND_ROWS => {
             // SAFETY: the caller's contract.
             let rows = unsafe { cstr::slice(unwind.rows, unwind.row_count, "unwind rows") }
@@ -137,7 +162,7 @@ pub(crate) unsafe fn convert(
                     saved,
                 })
                 .collect();
-            CallFrameInfo::x86_64_rows(length, &rows)
+            CallFrameInfo::host_rows(length, &rows)
         }
         kind => return Err(invalid(format!("unknown kind {kind}"))),
     };
@@ -153,8 +178,8 @@ pub(crate) unsafe fn convert(
 /// missing (see `perfsupport_register_ex`).
 ///
 /// The smallest region: 1 byte with no unwind info (NULL or
-/// `PERFSUPPORT_UNWIND_NONE`); 6 bytes with
-/// `PERFSUPPORT_UNWIND_FRAME_POINTER` (its prologue and epilogue); with
+/// `PERFSUPPORT_UNWIND_NONE`); with `PERFSUPPORT_UNWIND_FRAME_POINTER` (its
+/// prologue and epilogue) 6 bytes on x86-64, 16 on aarch64; with
 /// `PERFSUPPORT_UNWIND_ROWS`, every row's offset inside the code.
 ///
 /// ```c

@@ -4,15 +4,25 @@
 //! frame pointers (no perf map, no jitdump, no `perf inject`), and
 //! eu-stack on the running process. Its code dies and is compiled again
 //! (`--generations`): each generation runs from its own file.
+//!
+//! perf and eu-stack cannot look into emulated code: their tests run on
+//! x86-64 only. The files themselves are checked everywhere (also on
+//! aarch64 under qemu).
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use support::{elfjit, missing, perf, run_ok, scratch};
+use std::path::Path;
+use support::{elfjit, program, run_ok, scratch};
+#[cfg(target_arch = "x86_64")]
+use {
+    std::io::{BufRead, BufReader},
+    std::path::PathBuf,
+    std::process::{Command, Stdio},
+    support::{missing, perf},
+};
 
 /// The example, or `None` when perf is missing off CI.
+#[cfg(target_arch = "x86_64")]
 fn setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     if missing("perf", &["--version"]) {
         return None;
@@ -24,6 +34,7 @@ fn setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
 
 /// `perf record` of elfjit with `call_graph`; the samples' frames
 /// (symbol names, leaf first) and the program's pid.
+#[cfg(target_arch = "x86_64")]
 fn record(dir: &Path, jit: &Path, call_graph: &[&str]) -> (Vec<Vec<String>>, String) {
     run_ok(
         perf(dir)
@@ -64,6 +75,7 @@ fn check_files(dir: &Path, pid: &str) {
 
 /// The share of `samples` with `leaf` as their leaf that have `below`
 /// under it, in order; and how many have that leaf.
+#[cfg(target_arch = "x86_64")]
 fn chained(samples: &[Vec<String>], leaf: &str, below: &[&str]) -> (usize, usize) {
     let at_leaf: Vec<_> = samples.iter().filter(|s| s[0] == leaf).collect();
     let whole = (at_leaf.iter())
@@ -75,7 +87,40 @@ fn chained(samples: &[Vec<String>], leaf: &str, below: &[&str]) -> (usize, usize
     (whole, at_leaf.len())
 }
 
+/// Without any tool: each generation's code runs from a file of its own,
+/// named by its functions, and nothing else is written.
 #[test]
+fn each_generation_runs_from_its_own_file() {
+    let dir = scratch("elfjit-files");
+    let Some(jit) = elfjit(dir.path()) else {
+        return;
+    };
+    let output = run_ok(program(&jit).current_dir(dir.path()).args([
+        "--rounds",
+        "200",
+        "--generations",
+        "4",
+        "--dir",
+        ".",
+    ]));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("ran outer(200) in 4 generations"), "{text}");
+    let pid = (text.split_whitespace())
+        .find_map(|w| w.strip_prefix("./elfjit-"))
+        .unwrap_or_else(|| panic!("no files directory in: {text}"))
+        .to_owned();
+    check_files(dir.path(), &pid);
+    let code = std::fs::read(dir.path().join(format!("elfjit-{pid}/code-4.so"))).expect("code");
+    for name in ["elfjit::leaf", "elfjit::middle", "elfjit::outer"] {
+        assert!(
+            code.windows(name.len()).any(|w| w == name.as_bytes()),
+            "{name} is not in code-4.so"
+        );
+    }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
 fn perf_unwinds_and_names_the_code_from_its_files() {
     let Some((dir, jit)) = setup("elfjit-dwarf") else {
         return;
@@ -102,6 +147,7 @@ fn perf_unwinds_and_names_the_code_from_its_files() {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn frame_pointer_stacks_name_the_code_from_its_files() {
     let Some((dir, jit)) = setup("elfjit-fp") else {
         return;
@@ -120,6 +166,7 @@ fn frame_pointer_stacks_name_the_code_from_its_files() {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn eu_stack_names_the_running_code_down_to_main() {
     if missing("eu-stack", &["--version"]) {
         return;

@@ -51,7 +51,7 @@ fn run(program: &Path, dir: &Path, seed: u64, since: SystemTime) -> (ExitStatus,
             .open(path)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     };
-    let mut child = Command::new(program)
+    let mut child = support::program(program)
         .arg(seed.to_string())
         .current_dir(dir)
         .stdin(Stdio::null())

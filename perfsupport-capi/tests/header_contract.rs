@@ -4,22 +4,21 @@
 
 mod support;
 
-use std::process::Command;
-use support::{compile, pkg_config, repo_root, run_ok, scratch};
+use support::{compile, pkg_config, program, repo_root, run_ok, scratch};
 
 #[test]
 fn the_header_says_what_the_library_does() {
     let source = repo_root().join("perfsupport-capi/tests/c/header_contract.c");
     let dir = scratch("contract");
     let link = pkg_config(&["--libs"]);
-    let Some(program) = compile(&[source], &dir.path().join("header_contract"), &link) else {
+    let Some(binary) = compile(&[source], &dir.path().join("header_contract"), &link) else {
         return;
     };
     // $JITDUMPDIR set, set but empty (= unset), and unset: /tmp.
     let jitdump_dir = dir.path().join("dumps");
     std::fs::create_dir_all(&jitdump_dir).unwrap();
     for env in [Some(jitdump_dir.as_os_str()), Some("".as_ref()), None] {
-        let mut command = Command::new(&program);
+        let mut command = program(&binary);
         command.current_dir(dir.path());
         match env {
             Some(value) => command.env("JITDUMPDIR", value),

@@ -9,7 +9,7 @@ mod venv;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{library_dir, minijit, repo_root, run_ok, scratch};
+use support::{cross_target, library_dir, minijit, program, repo_root, run_ok, scratch};
 
 const LEAF: &str = "minijit:leaf:3:minijit.mj";
 const MIDDLE: &str = "minijit:middle:8:minijit.mj";
@@ -21,7 +21,7 @@ fn profile(dir: &Path) -> Option<PathBuf> {
     let jit = minijit(dir)?;
     let path = dir.join("minijit.prof");
     run_ok(
-        Command::new(jit)
+        program(jit)
             .current_dir(dir)
             .args(["--perf-map-only", "--rounds", "4000", "--vmprof"])
             .arg(&path),
@@ -100,18 +100,19 @@ fn toyvm_report_reads_the_profile() {
     run_ok(
         Command::new(cargo)
             .args(["build", "--release", "-p", "toyvm", "--bin", "toyvm"])
+            .args(cross_target().iter().flat_map(|t| ["--target", t]))
             .current_dir(repo_root()),
     );
     let dir = scratch("report");
     let Some(path) = profile(dir.path()) else {
         return;
     };
-    let output = run_ok(Command::new(&toyvm).arg("report").arg(&path));
+    let output = run_ok(program(&toyvm).arg("report").arg(&path));
     let text = String::from_utf8_lossy(&output.stdout);
     for function in ["leaf", "middle", "outer"] {
         assert!(text.contains(function), "{function} missing from:\n{text}");
     }
-    let folded = run_ok(Command::new(&toyvm).args(["report", "--folded"]).arg(&path));
+    let folded = run_ok(program(&toyvm).args(["report", "--folded"]).arg(&path));
     let folded = String::from_utf8_lossy(&folded.stdout);
     assert!(
         folded.lines().any(|l| {

@@ -8,15 +8,24 @@
 //! region's injected mapping covered its neighbours: `[unknown]` frames).
 //! Under gdb, with `PERFSUPPORT_OUTPUT_GDB`, the backtrace names every
 //! packed function, and a retired one is gone from the debugger.
+//!
+//! packed.c emits x86-64 code only, and perf and gdb cannot look into
+//! emulated code: elsewhere (aarch64 under qemu) the example must say so
+//! and exit 2.
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
-use support::{missing, packed, perf, record_dwarf_and_inject, run_ok, scratch};
+use support::{packed, scratch};
+#[cfg(target_arch = "x86_64")]
+use {
+    std::collections::BTreeMap,
+    std::path::Path,
+    std::process::Command,
+    support::{missing, perf, record_dwarf_and_inject, run_ok},
+};
 
 /// The call chain each packed function must have, innermost first.
+#[cfg(target_arch = "x86_64")]
 const CHAINS: [&[&str]; 4] = [
     &[
         "packed::leaf",
@@ -37,6 +46,7 @@ const CHAINS: [&[&str]; 4] = [
 
 /// The JIT samples of `perf script` (stacks through `run_jit`), each as
 /// its frames from the innermost down to `run_jit`.
+#[cfg(target_arch = "x86_64")]
 fn jit_stacks(dir: &Path, data: &str) -> Vec<Vec<String>> {
     let output = run_ok(perf(dir).args(["script", "-F", "ip,sym", "-i", data]));
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -61,6 +71,7 @@ fn jit_stacks(dir: &Path, data: &str) -> Vec<Vec<String>> {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn packed_functions_get_full_named_stacks_under_dwarf_unwinding() {
     if missing("perf", &["--version"]) {
         return;
@@ -120,6 +131,7 @@ fn packed_functions_get_full_named_stacks_under_dwarf_unwinding() {
 
 /// gdb's answers for a run of `packed` stopped at `host_probe` twice: in
 /// the packed leaf, then in its replacement after the leaf was retired.
+#[cfg(target_arch = "x86_64")]
 fn under_gdb(jit: &Path, dir: &Path, flags: &[&str]) -> String {
     let run = format!(
         "run --rounds 1 --replace --jitdump-dir . {}",
@@ -153,6 +165,7 @@ fn under_gdb(jit: &Path, dir: &Path, flags: &[&str]) -> String {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn gdb_names_packed_functions_and_forgets_retired_ones() {
     if missing("gdb", &["--version"]) {
         return;
@@ -198,4 +211,25 @@ fn gdb_names_packed_functions_and_forgets_retired_ones() {
         !blind.contains("packed::"),
         "named without the GDB JIT interface:\n{blind}"
     );
+}
+
+/// Off x86-64 the example builds, and says why it does not run.
+#[test]
+#[cfg(not(target_arch = "x86_64"))]
+fn packed_says_it_emits_x86_64_only() {
+    let dir = scratch("packed-elsewhere");
+    let Some(jit) = packed(dir.path()) else {
+        return;
+    };
+    let output = support::program(&jit)
+        .current_dir(dir.path())
+        .output()
+        .expect("run packed");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("packed: this example emits x86-64 code only ("),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
 }

@@ -6,8 +6,7 @@
 
 mod support;
 
-use std::process::Command;
-use support::{compile_with, repo_root, run_ok, scratch};
+use support::{compile_with, program, repo_root, run_ok, scratch};
 
 #[test]
 fn every_inline_function_builds_and_runs_with_gcc_clang_and_tcc() {
@@ -22,10 +21,11 @@ fn every_inline_function_builds_and_runs_with_gcc_clang_and_tcc() {
     ];
     for (index, (compiler, flags)) in compilers.into_iter().enumerate() {
         let out = dir.path().join(format!("portable-{index}"));
-        let Some(program) = compile_with(compiler, flags, &[source.clone()], &out) else {
+        let Some(binary) = compile_with(compiler, flags, std::slice::from_ref(&source), &out)
+        else {
             continue;
         };
-        let output = run_ok(&mut Command::new(&program));
+        let output = run_ok(&mut program(&binary));
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert_eq!(stdout, "portable: ok\n", "{compiler} {flags:?}");
     }

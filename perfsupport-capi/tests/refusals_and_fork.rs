@@ -17,18 +17,17 @@ mod support;
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::Command;
-use support::{compile, pkg_config, repo_root, run_ok, scratch};
+use support::{compile, pkg_config, program, repo_root, run_ok, scratch};
 
 /// Runs the C program in `mode` in `dir`; its stdout. Fails on a failed
 /// check, a non-zero exit or anything on stderr (a Rust panic message).
 fn run_mode(dir: &Path, mode: &str) -> Option<String> {
     let source = repo_root().join("perfsupport-capi/tests/c/refusals_and_fork.c");
-    let program = dir.join("refusals_and_fork");
-    if !program.exists() {
-        compile(&[source], &program, &pkg_config(&["--libs"]))?;
+    let binary = dir.join("refusals_and_fork");
+    if !binary.exists() {
+        compile(&[source], &binary, &pkg_config(&["--libs"]))?;
     }
-    let output = run_ok(Command::new(&program).arg(mode).current_dir(dir));
+    let output = run_ok(program(&binary).arg(mode).current_dir(dir));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stdout.contains("FAIL"), "{mode}:\n{stdout}");

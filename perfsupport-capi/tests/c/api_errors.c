@@ -17,7 +17,15 @@ static void check(int got, int want, const char *needle, const char *what) {
 }
 
 int main(void) {
+#if defined(__aarch64__)
+    /* stp x29, x30, [sp, #-16]!; mov x29, sp; nop; ldp x29, x30, [sp], #16; ret */
+    static const unsigned char code[] = {0xfd, 0x7b, 0xbf, 0xa9, 0xfd, 0x03, 0x00, 0x91, 0x1f,
+                                         0x20, 0x03, 0xd5, 0xfd, 0x7b, 0xc1, 0xa8, 0xc0, 0x03,
+                                         0x5f, 0xd6};
+#else
+    /* push rbp; mov rbp, rsp; nop; pop rbp; ret */
     static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3};
+#endif
     check(perfsupport_write_perf_map_entry(code, sizeof code, NULL), PERFSUPPORT_EINVAL,
           "entry_name is NULL", "NULL name");
     check(perfsupport_write_perf_map_entry(code, sizeof code, "ab"), PERFSUPPORT_EINVAL, "ab",

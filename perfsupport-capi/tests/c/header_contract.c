@@ -29,7 +29,17 @@ static void check(int ok, const char *what) {
 static int file_exists(const char *path) { return access(path, F_OK) == 0; }
 
 int main(void) {
+#if defined(__aarch64__)
+    /* stp x29, x30, [sp, #-16]!; mov x29, sp; nop; ldp x29, x30, [sp], #16; ret */
+    static const unsigned char code[] = {0xfd, 0x7b, 0xbf, 0xa9, 0xfd, 0x03, 0x00, 0x91, 0x1f,
+                                         0x20, 0x03, 0xd5, 0xfd, 0x7b, 0xc1, 0xa8, 0xc0, 0x03,
+                                         0x5f, 0xd6};
+    enum { FRAME_POINTER_MIN = 16 }; /* stp; mov x29, sp; ldp; ret */
+#else
+    /* push rbp; mov rbp, rsp; nop; nop; leave; ret */
     static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x90, 0x90, 0xc9, 0xc3};
+    enum { FRAME_POINTER_MIN = 6 }; /* push rbp; mov rbp, rsp; pop rbp; ret */
+#endif
     char path[4096];
     perfsupport_profilers *first = NULL, *second = NULL;
 
@@ -95,11 +105,15 @@ int main(void) {
     /* The smallest regions. */
     size_t reserved = 0;
     perfsupport_unwind frame = {.kind = PERFSUPPORT_UNWIND_FRAME_POINTER};
-    check(perfsupport_reserved_region_size(5, &frame, &reserved) == PERFSUPPORT_EINVAL,
-          "a frame-pointer region of 5 bytes is EINVAL");
-    check(strstr(perfsupport_last_error(), "at least 6 bytes") != NULL, "the message says 6");
-    check(perfsupport_reserved_region_size(6, &frame, &reserved) == PERFSUPPORT_OK,
-          "6 bytes with frame-pointer unwind info");
+    char least[32];
+    snprintf(least, sizeof least, "at least %d bytes", FRAME_POINTER_MIN);
+    check(perfsupport_reserved_region_size(FRAME_POINTER_MIN - 1, &frame, &reserved) ==
+              PERFSUPPORT_EINVAL,
+          "a frame-pointer region 1 byte below the smallest is EINVAL");
+    check(strstr(perfsupport_last_error(), least) != NULL, "the message says the smallest");
+    check(perfsupport_reserved_region_size(FRAME_POINTER_MIN, &frame, &reserved) ==
+              PERFSUPPORT_OK,
+          "the smallest size with frame-pointer unwind info");
     check(perfsupport_reserved_region_size(1, NULL, &reserved) == PERFSUPPORT_OK && reserved >= 1,
           "1 byte without unwind info");
     check(perfsupport_reserved_region_size(0, NULL, &reserved) == PERFSUPPORT_EINVAL,

@@ -2,8 +2,16 @@
 //! compiled against it with the system C compiler and pkg-config, and the
 //! rule for outside tools (skip loudly on a developer machine, fail under
 //! `CI=true`).
+//!
+//! Cross-aware: when `TOYVM_TEST_RUNNER` is set (tools/aarch64-tests sets
+//! it to `qemu-aarch64-static -L /usr/aarch64-linux-gnu`), the tests run
+//! for another architecture under an emulator: the library is built for
+//! `{ARCH}-unknown-linux-gnu`, C programs are compiled with
+//! `{ARCH}-linux-gnu-gcc`, and [`program`] starts them through the runner.
+//! Host tools (cargo, pkg-config, the compiler) still run natively.
 #![allow(dead_code)] // each test binary uses a different subset
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -16,9 +24,52 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The words of `TOYVM_TEST_RUNNER` (the emulator and its arguments), or
+/// `None` when it is unset or empty: programs built for this test's
+/// architecture then run directly.
+pub fn runner() -> Option<Vec<String>> {
+    let words: Vec<String> = std::env::var("TOYVM_TEST_RUNNER")
+        .ok()?
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    (!words.is_empty()).then_some(words)
+}
+
+/// The Rust target triple of this test binary when it runs under a
+/// runner (`aarch64-unknown-linux-gnu`), for `cargo build --target`.
+pub fn cross_target() -> Option<String> {
+    runner().map(|_| format!("{}-unknown-linux-gnu", std::env::consts::ARCH))
+}
+
+/// The C compiler for this test's architecture: `cc`, or under a runner
+/// the cross compiler `{ARCH}-linux-gnu-gcc`.
+pub fn c_compiler() -> String {
+    match runner() {
+        Some(_) => format!("{}-linux-gnu-gcc", std::env::consts::ARCH),
+        None => "cc".to_string(),
+    }
+}
+
+/// A command that starts `path`, a program built for this test's
+/// architecture (a C program, or toyvm): through the runner's words when
+/// `TOYVM_TEST_RUNNER` is set, else directly.
+pub fn program(path: impl AsRef<OsStr>) -> Command {
+    match runner() {
+        Some(words) => {
+            let mut command = Command::new(&words[0]);
+            command.args(&words[1..]).arg(path);
+            command
+        }
+        None => Command::new(path),
+    }
+}
+
 /// The directory holding `libperfsupport.so` and `libperfsupport.a`:
 /// Cargo's release directory, where it built this test (`DIR/deps/TEST-HASH`),
-/// so it holds wherever `CARGO_TARGET_DIR` points.
+/// so it holds wherever `CARGO_TARGET_DIR` points, and for a `--target`
+/// build it is `target/TRIPLE/release` (under qemu, `current_exe` is the
+/// emulated program's path).
 pub fn library_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
     let deps = exe.parent().expect("the test is in deps/");
@@ -46,13 +97,15 @@ pub fn missing(tool: &str, probe: &[&str]) -> bool {
 }
 
 /// Builds `libperfsupport.so` / `.a` once per test binary (cargo does not
-/// build a cdylib-only library for integration tests).
+/// build a cdylib-only library for integration tests), for this test's
+/// architecture ([`cross_target`] under a runner).
 pub fn build_library() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let output = Command::new(cargo)
             .args(["build", "--release", "-p", "perfsupport-capi"])
+            .args(cross_target().iter().flat_map(|t| ["--target", t]))
             .current_dir(repo_root())
             .output()
             .expect("run cargo build");
@@ -90,9 +143,10 @@ pub fn pkg_config(args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Compiles `sources` into `out` with `cc`, warnings as errors, frame
-/// pointers kept, and `link` (usually pkg-config's flags) last. `None`
-/// when the compiler or pkg-config is missing off CI.
+/// Compiles `sources` into `out` with `cc` ([`c_compiler`]: the cross
+/// compiler under a runner), warnings as errors, frame pointers kept, and
+/// `link` (usually pkg-config's flags) last. `None` when the compiler or
+/// pkg-config is missing off CI.
 pub fn compile(sources: &[PathBuf], out: &Path, link: &[String]) -> Option<PathBuf> {
     if missing("pkg-config", &["--version"]) {
         return None;
@@ -101,18 +155,30 @@ pub fn compile(sources: &[PathBuf], out: &Path, link: &[String]) -> Option<PathB
         .map(String::from)
         .into();
     flags.extend(pkg_config(&["--cflags"]));
-    build("cc", &flags, sources, out, link)
+    build(&c_compiler(), &flags, sources, out, link)
 }
 
 /// Compiles `sources` into `out` with `compiler` and `flags`, against the
 /// header's directory and the shared library (no pkg-config: tcc reads
-/// plain `-I`/`-L`). `None` when the compiler is missing off CI.
+/// plain `-I`/`-L`). `None` when the compiler is missing off CI. Under a
+/// runner, `gcc` and `cc` mean the cross compiler ([`c_compiler`]); any
+/// other compiler is skipped with a message (`None`), as there is no cross
+/// build of it here.
 pub fn compile_with(
     compiler: &str,
     flags: &[&str],
     sources: &[PathBuf],
     out: &Path,
 ) -> Option<PathBuf> {
+    let cross = c_compiler();
+    let compiler = match (runner(), compiler) {
+        (None, _) => compiler,
+        (Some(_), "gcc" | "cc") => cross.as_str(),
+        (Some(_), other) => {
+            eprintln!("SKIPPING `{other}` under TOYVM_TEST_RUNNER: no cross build of it");
+            return None;
+        }
+    };
     let mut all: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
     all.push(format!(
         "-I{}",
@@ -193,7 +259,8 @@ pub fn record_dwarf_and_inject(dir: &Path, program: &Path, args: &[&str]) -> Out
     record
 }
 
-/// The mini-JIT, linked against the shared library.
+/// The mini-JIT, linked against the shared library (start it with
+/// [`program`]).
 pub fn minijit(dir: &Path) -> Option<PathBuf> {
     let source = repo_root().join("examples/c-minijit/minijit.c");
     compile(&[source], &dir.join("minijit"), &pkg_config(&["--libs"]))

@@ -1,5 +1,6 @@
 //! Call-frame information for aarch64 code from any code generator: the
-//! standard frame-record function in one call.
+//! standard frame-record function in one call, any other prologue as a
+//! short list of [`CfiRow`]s (the same rows as on x86-64).
 //!
 //! On aarch64 a call leaves the return address in the link register `x30`,
 //! not on the stack: at a function's first instruction the CFA (the
@@ -25,13 +26,42 @@
 //! # }
 //! ```
 //!
+//! # Any other prologue, row by row
+//!
+//! As on x86-64 (see [`x86_64`](super::x86_64)), each [`CfiRow`] gives the
+//! whole rule set from its offset on. Before the first row the entry state
+//! holds: CFA = `sp` + 0, the return address in `x30`, nothing saved. Row
+//! offsets are multiples of 4. A leaf that never saves `x30`
+//! (`sub sp, sp, #32` ... `add sp, sp, #32; ret`):
+//!
+//! ```
+//! use perfsupport::gimli::AArch64;
+//! use perfsupport::unwind::aarch64::CfiRow;
+//! use perfsupport::unwind::CallFrameInfo;
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let rows = [
+//!     // after `sub sp, sp, #32`
+//!     CfiRow { offset: 4, cfa_register: AArch64::SP, cfa_offset: 32, saved: &[] },
+//!     // after `add sp, sp, #32`, at the `ret` (offset 12)
+//!     CfiRow { offset: 12, cfa_register: AArch64::SP, cfa_offset: 0, saved: &[] },
+//! ];
+//! let cfi = CallFrameInfo::aarch64_rows(16, &rows)?;
+//! # let _ = cfi;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Registers are DWARF register numbers ([`gimli::AArch64`]: `x0`-`x30`
 //! 0-30, `sp` 31).
 
-use super::{CallFrameInfo, REGION_START};
+use super::{CallFrameInfo, EntryRule, REGION_START};
 use gimli::write::{Address, CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
 use gimli::{AArch64, Encoding, Format};
 use std::io;
+
+/// The rows are the same as x86-64's; only the entry rule differs.
+pub use super::x86_64::{CfiRow, SavedRegister};
 
 /// Code alignment factor: every instruction is 4 bytes.
 const CODE_ALIGNMENT: u8 = 4;
@@ -93,7 +123,68 @@ pub fn frame_record_fde(address: Address, code_len: u32) -> io::Result<FrameDesc
 }
 // ANCHOR_END: frame_record_rows
 
+/// The FDE for [`aapcs64_cie`] that follows `rows` over `code_len` bytes
+/// (a multiple of 4), starting at `address` (usually [`REGION_START`]).
+/// Before the first row: CFA = `sp` + 0, return address in `x30`.
+///
+/// # Errors
+///
+/// `InvalidInput` naming the row, as
+/// [`x86_64::fde_from_rows`](super::x86_64::fde_from_rows), and also if
+/// `code_len` or a row's offset is not a multiple of 4.
+pub fn fde_from_rows(
+    address: Address,
+    code_len: u32,
+    rows: &[CfiRow<'_>],
+) -> io::Result<FrameDescriptionEntry> {
+    super::fde_from_entry_and_rows(
+        address,
+        code_len,
+        EntryRule {
+            cfa_register: AArch64::SP,
+            cfa_offset: 0,
+            instruction_alignment: 4,
+        },
+        rows,
+    )
+}
+
 impl CallFrameInfo {
+    /// Call-frame information for aarch64 code of `code_len` bytes
+    /// described by `rows` (see [`CfiRow`] and the module docs for an
+    /// example).
+    ///
+    /// # Errors
+    ///
+    /// As [`fde_from_rows`].
+    pub fn aarch64_rows(code_len: u32, rows: &[CfiRow<'_>]) -> io::Result<CallFrameInfo> {
+        Ok(CallFrameInfo::new(
+            aapcs64_cie(),
+            fde_from_rows(REGION_START, code_len, rows)?,
+        ))
+    }
+
+    /// Call-frame information from `rows` for the host architecture:
+    /// [`x86_64_rows`](Self::x86_64_rows) on x86-64 (entry CFA = `rsp` +
+    /// 8), [`aarch64_rows`](Self::aarch64_rows) on aarch64 (entry CFA =
+    /// `sp` + 0, return address in `x30`).
+    ///
+    /// # Errors
+    ///
+    /// As the architecture's function; `Unsupported` on other hosts.
+    pub fn host_rows(code_len: u32, rows: &[CfiRow<'_>]) -> io::Result<CallFrameInfo> {
+        if cfg!(target_arch = "aarch64") {
+            CallFrameInfo::aarch64_rows(code_len, rows)
+        } else if cfg!(target_arch = "x86_64") {
+            CallFrameInfo::x86_64_rows(code_len, rows)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no CFI rows for this architecture",
+            ))
+        }
+    }
+
     /// Call-frame information for a standard aarch64 frame-record function
     /// of `code_len` bytes, `stp x29, x30, [sp, #-16]!; mov x29, sp` ...
     /// `ldp x29, x30, [sp], #16; ret` (see [`frame_record_fde`]).
@@ -135,16 +226,20 @@ mod tests {
     use super::*;
     use gimli::{BaseAddresses, EhFrame, LittleEndian, UnwindContext, UnwindSection};
 
-    /// The rows a DWARF reader sees, at each instruction of a 20-byte function.
-    #[test]
-    fn every_instruction_has_the_frame_record_rule() {
-        let fde = frame_record_fde(Address::Constant(0x1000), 20).expect("fde");
+    /// `fde` as `.eh_frame` bytes, with [`aapcs64_cie`].
+    fn eh_frame(fde: FrameDescriptionEntry) -> Vec<u8> {
         let mut table = gimli::write::FrameTable::default();
         let cie = table.add_cie(aapcs64_cie());
         table.add_fde(cie, fde);
         let mut out = gimli::write::EhFrame(gimli::write::EndianVec::new(LittleEndian));
         table.write_eh_frame(&mut out).expect("eh_frame");
-        let bytes = out.0.into_vec();
+        out.0.into_vec()
+    }
+
+    /// The rows a DWARF reader sees, at each instruction of a 20-byte function.
+    #[test]
+    fn every_instruction_has_the_frame_record_rule() {
+        let bytes = eh_frame(frame_record_fde(Address::Constant(0x1000), 20).expect("fde"));
         let eh = EhFrame::new(&bytes, LittleEndian);
         let bases = BaseAddresses::default();
         let mut ctx = UnwindContext::new();
@@ -169,5 +264,127 @@ mod tests {
         assert_eq!(rule(16), ((31, 0), None, None));
         assert!(CallFrameInfo::aarch64_frame_record(18).is_err());
         assert!(CallFrameInfo::aarch64_frame_record(12).is_err());
+    }
+
+    /// A leaf (`sub sp, sp, #32` ... `add sp, sp, #32; ret`) and a function
+    /// saving `x19` below its frame record, read back with gimli: the entry
+    /// rule before the first row, each row from its offset on.
+    #[test]
+    fn rows_read_back_with_the_entry_rule_first() {
+        let record = [
+            SavedRegister {
+                register: AArch64::X29,
+                cfa_offset: -32,
+            },
+            SavedRegister {
+                register: AArch64::X30,
+                cfa_offset: -24,
+            },
+        ];
+        let with_x19 = [
+            record[0],
+            record[1],
+            SavedRegister {
+                register: AArch64::X19,
+                cfa_offset: -16,
+            },
+        ];
+        // stp x29, x30, [sp, #-32]!; str x19, [sp, #16]; mov x29, sp;
+        // body (3 instructions); ldr x19, [sp, #16]; ldp x29, x30, [sp], #32; ret
+        let rows = [
+            CfiRow {
+                offset: 4,
+                cfa_register: AArch64::SP,
+                cfa_offset: 32,
+                saved: &record,
+            },
+            CfiRow {
+                offset: 8,
+                cfa_register: AArch64::SP,
+                cfa_offset: 32,
+                saved: &with_x19,
+            },
+            CfiRow {
+                offset: 12,
+                cfa_register: AArch64::X29,
+                cfa_offset: 32,
+                saved: &with_x19,
+            },
+            CfiRow {
+                offset: 28,
+                cfa_register: AArch64::SP,
+                cfa_offset: 32,
+                saved: &record,
+            },
+            CfiRow {
+                offset: 32,
+                cfa_register: AArch64::SP,
+                cfa_offset: 0,
+                saved: &[],
+            },
+        ];
+        let bytes = eh_frame(fde_from_rows(Address::Constant(0x2000), 36, &rows).expect("fde"));
+        let eh = EhFrame::new(&bytes, LittleEndian);
+        let bases = BaseAddresses::default();
+        let mut ctx = UnwindContext::new();
+        let mut rule = |pc: u64| {
+            let row = eh
+                .unwind_info_for_address(&bases, &mut ctx, 0x2000 + pc, EhFrame::cie_from_offset)
+                .expect("a row");
+            let cfa = match row.cfa() {
+                gimli::CfaRule::RegisterAndOffset { register, offset } => (register.0, *offset),
+                other => panic!("{other:?}"),
+            };
+            let saved = |r| match row.register(r) {
+                Some(gimli::RegisterRule::Offset(o)) => Some(o),
+                Some(gimli::RegisterRule::SameValue) | None => None,
+                other => panic!("{other:?}"),
+            };
+            (
+                cfa,
+                saved(AArch64::X29),
+                saved(AArch64::X30),
+                saved(AArch64::X19),
+            )
+        };
+        assert_eq!(rule(0), ((31, 0), None, None, None));
+        assert_eq!(rule(4), ((31, 32), Some(-32), Some(-24), None));
+        assert_eq!(rule(8), ((31, 32), Some(-32), Some(-24), Some(-16)));
+        assert_eq!(rule(12), ((29, 32), Some(-32), Some(-24), Some(-16)));
+        assert_eq!(rule(24), ((29, 32), Some(-32), Some(-24), Some(-16)));
+        assert_eq!(rule(28), ((31, 32), Some(-32), Some(-24), None));
+        assert_eq!(rule(32), ((31, 0), None, None, None));
+
+        // The leaf: x30 never leaves the link register.
+        let leaf = [
+            CfiRow {
+                offset: 4,
+                cfa_register: AArch64::SP,
+                cfa_offset: 32,
+                saved: &[],
+            },
+            CfiRow {
+                offset: 12,
+                cfa_register: AArch64::SP,
+                cfa_offset: 0,
+                saved: &[],
+            },
+        ];
+        let cfi = CallFrameInfo::aarch64_rows(16, &leaf).expect("leaf");
+        assert_eq!(cfi.cie(), &aapcs64_cie());
+
+        // Offsets and sizes are whole instructions.
+        let odd = [CfiRow {
+            offset: 2,
+            cfa_register: AArch64::SP,
+            cfa_offset: 16,
+            saved: &[],
+        }];
+        let err = CallFrameInfo::aarch64_rows(16, &odd).expect_err("offset 2");
+        assert!(err.to_string().contains("CFI row 0"), "{err}");
+        assert!(CallFrameInfo::aarch64_rows(18, &leaf).is_err());
+        assert!(CallFrameInfo::aarch64_rows(12, &leaf).is_err());
+        // x86-64 rows still take any byte offset.
+        assert!(CallFrameInfo::x86_64_rows(16, &odd).is_ok());
     }
 }

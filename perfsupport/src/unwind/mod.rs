@@ -16,6 +16,12 @@
 //!   standard `push rbp; mov rbp, rsp` … `pop rbp; ret` function, or
 //!   [`CallFrameInfo::x86_64_rows`] for any other prologue, described as a few
 //!   "from offset N: CFA = reg + off, reg saved at CFA − k" rows.
+//! * **Any other aarch64 code generator**: the same from [`aarch64`]:
+//!   [`CallFrameInfo::aarch64_frame_record`] for `stp x29, x30, [sp, #-16]!;
+//!   mov x29, sp` … `ldp x29, x30, [sp], #16; ret`, or
+//!   [`CallFrameInfo::aarch64_rows`] with the same rows. The `host_*`
+//!   functions ([`CallFrameInfo::host_frame_pointer`],
+//!   [`CallFrameInfo::host_rows`]) pick the build's architecture.
 //! * **No CFI**: leave the region without unwind info. The jitdump then
 //!   carries the header-only record
 //!   ([`unwind::perf_layout`](crate::unwind::perf_layout)), and
@@ -79,14 +85,18 @@ pub mod perf_layout;
 pub use perf_layout::{EH_FRAME_HDR_SIZE, MARKER_LEN, PerfUnwindData, perf_unwind_data_size};
 
 use crate::region::{CodeRegion, UnwindInfo};
+use gimli::Register;
 use gimli::constants::DW_EH_PE_absptr;
-use gimli::write::{Address, CommonInformationEntry, FrameDescriptionEntry};
+use gimli::write::{Address, CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
 use std::io;
+use x86_64::{CfiRow, SavedRegister};
 
 // ANCHOR: call_frame_info
 /// Owned call-frame information for one region: a CIE and an FDE whose
 /// address is [`REGION_START`]. Build it with [`CallFrameInfo::x86_64_frame_pointer`],
-/// [`CallFrameInfo::x86_64_rows`] or [`CallFrameInfo::new`], keep it as long
+/// [`CallFrameInfo::x86_64_rows`], their aarch64 twins
+/// ([`CallFrameInfo::aarch64_frame_record`], [`CallFrameInfo::aarch64_rows`])
+/// or [`CallFrameInfo::new`], keep it as long
 /// as the region, and attach it with
 /// [`CodeRegion::with_unwind(&cfi)`](CodeRegion::with_unwind).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,4 +206,126 @@ pub(crate) fn eh_frame_absolute<'a>(
     let mut bytes = writer.into_bytes();
     bytes.extend_from_slice(&[0; 4]);
     Ok(bytes)
+}
+
+/// The rule set at a function's first instruction, before any row
+/// (x86-64: CFA = `rsp` + 8; aarch64: CFA = `sp` + 0), and the size every
+/// row offset is a multiple of (1 on x86-64, 4 on aarch64).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EntryRule {
+    pub(crate) cfa_register: Register,
+    pub(crate) cfa_offset: i32,
+    pub(crate) instruction_alignment: u32,
+}
+
+/// The FDE that follows `rows` over `code_len` bytes from `entry` on: the
+/// shared part of [`x86_64::fde_from_rows`] and [`aarch64::fde_from_rows`].
+/// Each row becomes the CFA instructions that change the rule and an
+/// `Offset` / `SameValue` for each register newly saved / restored.
+pub(crate) fn fde_from_entry_and_rows(
+    address: Address,
+    code_len: u32,
+    entry: EntryRule,
+    rows: &[CfiRow<'_>],
+) -> io::Result<FrameDescriptionEntry> {
+    if code_len == 0 {
+        return Err(invalid("call-frame information for 0 bytes of code".into()));
+    }
+    let alignment = entry.instruction_alignment;
+    if !code_len.is_multiple_of(alignment) {
+        return Err(invalid(format!(
+            "{code_len} bytes of code are not whole {alignment}-byte instructions"
+        )));
+    }
+    let mut fde = FrameDescriptionEntry::new(address, code_len);
+    let mut cfa = (entry.cfa_register, entry.cfa_offset);
+    let mut saved: &[SavedRegister] = &[];
+    let mut previous_offset = None;
+    for (index, row) in rows.iter().enumerate() {
+        check_row(index, row, code_len, alignment, previous_offset)?;
+        previous_offset = Some(row.offset);
+        let at = row.offset;
+        match (row.cfa_register == cfa.0, row.cfa_offset == cfa.1) {
+            (true, true) => {}
+            (false, true) => {
+                fde.add_instruction(at, CallFrameInstruction::CfaRegister(row.cfa_register))
+            }
+            (true, false) => {
+                fde.add_instruction(at, CallFrameInstruction::CfaOffset(row.cfa_offset))
+            }
+            (false, false) => fde.add_instruction(
+                at,
+                CallFrameInstruction::Cfa(row.cfa_register, row.cfa_offset),
+            ),
+        }
+        cfa = (row.cfa_register, row.cfa_offset);
+        for slot in row.saved {
+            if !saved.contains(slot) {
+                fde.add_instruction(
+                    at,
+                    CallFrameInstruction::Offset(slot.register, slot.cfa_offset),
+                );
+            }
+        }
+        for slot in saved {
+            if !row.saved.iter().any(|s| s.register == slot.register) {
+                fde.add_instruction(at, CallFrameInstruction::SameValue(slot.register));
+            }
+        }
+        saved = row.saved;
+    }
+    Ok(fde)
+}
+
+/// Checks one row against the code size, the instruction alignment and
+/// the previous row.
+fn check_row(
+    index: usize,
+    row: &CfiRow<'_>,
+    code_len: u32,
+    alignment: u32,
+    previous_offset: Option<u32>,
+) -> io::Result<()> {
+    let problem = if row.offset >= code_len {
+        Some(format!(
+            "offset {} is outside the {code_len} code bytes",
+            row.offset
+        ))
+    } else if !row.offset.is_multiple_of(alignment) {
+        Some(format!(
+            "offset {} is not at a {alignment}-byte instruction",
+            row.offset
+        ))
+    } else if previous_offset.is_some_and(|previous| row.offset <= previous) {
+        Some(format!(
+            "offset {} does not follow the previous row's",
+            row.offset
+        ))
+    } else if row.cfa_offset < 0 {
+        Some(format!("CFA offset {} is negative", row.cfa_offset))
+    } else if let Some(slot) = row
+        .saved
+        .iter()
+        .find(|slot| slot.cfa_offset >= 0 || slot.cfa_offset % 8 != 0)
+    {
+        Some(format!(
+            "register {} is saved at CFA{:+}, not at a negative multiple of 8",
+            slot.register.0, slot.cfa_offset
+        ))
+    } else {
+        let repeated = row.saved.iter().enumerate().find_map(|(i, slot)| {
+            let repeated = row.saved[..i].iter().any(|s| s.register == slot.register);
+            repeated.then_some(slot)
+        });
+        repeated.map(|slot| format!("register {} is saved twice", slot.register.0))
+    };
+    match problem {
+        Some(problem) => Err(invalid(format!("CFI row {index}: {problem}"))),
+        None => Ok(()),
+    }
+}
+
+/// An `InvalidInput` error.
+pub(crate) fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
 }

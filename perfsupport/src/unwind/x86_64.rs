@@ -68,7 +68,7 @@
 //! `rcx` 2, `rbx` 3, `rsi` 4, `rdi` 5, `rbp` 6, `rsp` 7, `r8`–`r15` 8–15,
 //! return address 16).
 
-use super::{CallFrameInfo, REGION_START};
+use super::{CallFrameInfo, REGION_START, invalid};
 use gimli::write::{Address, CallFrameInstruction, CommonInformationEntry, FrameDescriptionEntry};
 use gimli::{Encoding, Format, Register, X86_64};
 use std::io;
@@ -148,16 +148,21 @@ pub fn frame_pointer_fde(address: Address, code_len: u32) -> io::Result<FrameDes
 /// the code): the CFA is `cfa_register` + `cfa_offset`, each register in
 /// `saved` holds its caller's value at CFA + its `cfa_offset`, and every
 /// other register still holds its caller's value.
+///
+/// The same rows describe aarch64 code ([`CallFrameInfo::aarch64_rows`],
+/// re-exported as [`aarch64::CfiRow`](super::aarch64::CfiRow)), with
+/// `sp`, `x29`, `x30` for `rsp`, `rbp` and the return address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CfiRow<'a> {
     /// Offset from the region start of the first instruction the row covers,
-    /// usually the one right after a `push`, `sub rsp` or `mov rbp, rsp`.
+    /// usually the one right after a `push`, `sub rsp` or `mov rbp, rsp`
+    /// (aarch64: a multiple of 4, after an `stp`, `sub sp` or `mov x29, sp`).
     pub offset: u32,
     /// The register the CFA is computed from: `rsp`, or `rbp` once the frame
-    /// pointer is set up.
+    /// pointer is set up (aarch64: `sp`, or `x29`).
     pub cfa_register: Register,
     /// CFA = `cfa_register` + `cfa_offset` (non-negative: 8 at entry, 16
-    /// after one push).
+    /// after one push; aarch64: 0 at entry).
     pub cfa_offset: i32,
     /// Where the callee-saved registers pushed so far are.
     pub saved: &'a [SavedRegister],
@@ -166,7 +171,8 @@ pub struct CfiRow<'a> {
 /// A callee-saved register whose caller's value is on the stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SavedRegister {
-    /// The register (a DWARF number, see [`gimli::X86_64`]).
+    /// The register (a DWARF number, see [`gimli::X86_64`] and
+    /// [`gimli::AArch64`]).
     pub register: Register,
     /// Its save slot is at CFA + `cfa_offset`: −16 for the first push after
     /// the return address, −24 for the second, … (a multiple of 8).
@@ -188,89 +194,16 @@ pub fn fde_from_rows(
     code_len: u32,
     rows: &[CfiRow<'_>],
 ) -> io::Result<FrameDescriptionEntry> {
-    if code_len == 0 {
-        return Err(invalid("call-frame information for 0 bytes of code".into()));
-    }
-    let mut fde = FrameDescriptionEntry::new(address, code_len);
-    let mut cfa = (X86_64::RSP, ENTRY_CFA_OFFSET);
-    let mut saved: &[SavedRegister] = &[];
-    let mut previous_offset = None;
-    for (index, row) in rows.iter().enumerate() {
-        check_row(index, row, code_len, previous_offset)?;
-        previous_offset = Some(row.offset);
-        let at = row.offset;
-        match (row.cfa_register == cfa.0, row.cfa_offset == cfa.1) {
-            (true, true) => {}
-            (false, true) => {
-                fde.add_instruction(at, CallFrameInstruction::CfaRegister(row.cfa_register))
-            }
-            (true, false) => {
-                fde.add_instruction(at, CallFrameInstruction::CfaOffset(row.cfa_offset))
-            }
-            (false, false) => fde.add_instruction(
-                at,
-                CallFrameInstruction::Cfa(row.cfa_register, row.cfa_offset),
-            ),
-        }
-        cfa = (row.cfa_register, row.cfa_offset);
-        for slot in row.saved {
-            if !saved.contains(slot) {
-                fde.add_instruction(
-                    at,
-                    CallFrameInstruction::Offset(slot.register, slot.cfa_offset),
-                );
-            }
-        }
-        for slot in saved {
-            if !row.saved.iter().any(|s| s.register == slot.register) {
-                fde.add_instruction(at, CallFrameInstruction::SameValue(slot.register));
-            }
-        }
-        saved = row.saved;
-    }
-    Ok(fde)
-}
-
-/// Checks one row against the code size and the previous row.
-fn check_row(
-    index: usize,
-    row: &CfiRow<'_>,
-    code_len: u32,
-    previous_offset: Option<u32>,
-) -> io::Result<()> {
-    let problem = if row.offset >= code_len {
-        Some(format!(
-            "offset {} is outside the {code_len} code bytes",
-            row.offset
-        ))
-    } else if previous_offset.is_some_and(|previous| row.offset <= previous) {
-        Some(format!(
-            "offset {} does not follow the previous row's",
-            row.offset
-        ))
-    } else if row.cfa_offset < 0 {
-        Some(format!("CFA offset {} is negative", row.cfa_offset))
-    } else if let Some(slot) = row
-        .saved
-        .iter()
-        .find(|slot| slot.cfa_offset >= 0 || slot.cfa_offset % 8 != 0)
-    {
-        Some(format!(
-            "register {} is saved at CFA{:+}, not at a negative multiple of 8",
-            slot.register.0, slot.cfa_offset
-        ))
-    } else if let Some(slot) = row.saved.iter().enumerate().find_map(|(i, slot)| {
-        let repeated = row.saved[..i].iter().any(|s| s.register == slot.register);
-        repeated.then_some(slot)
-    }) {
-        Some(format!("register {} is saved twice", slot.register.0))
-    } else {
-        None
-    };
-    match problem {
-        Some(problem) => Err(invalid(format!("CFI row {index}: {problem}"))),
-        None => Ok(()),
-    }
+    super::fde_from_entry_and_rows(
+        address,
+        code_len,
+        super::EntryRule {
+            cfa_register: X86_64::RSP,
+            cfa_offset: ENTRY_CFA_OFFSET,
+            instruction_alignment: 1,
+        },
+        rows,
+    )
 }
 
 impl CallFrameInfo {
@@ -308,7 +241,3 @@ const CODE_ALIGNMENT: u8 = 1;
 const DATA_ALIGNMENT: i8 = -8;
 /// CFA offset from `rsp` at function entry (the return address).
 const ENTRY_CFA_OFFSET: i32 = 8;
-
-fn invalid(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, message)
-}
