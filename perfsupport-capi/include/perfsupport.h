@@ -199,7 +199,8 @@ typedef struct perfsupport_region {
   // record to the jitdump, the header-only form (no FDE): it is what
   // makes perf's DWARF unwinder fall back to the frame-pointer chain in
   // this code. Without any record the walk would stop here. So code
-  // without CFI must keep `rbp` frames for full stacks.
+  // without CFI must keep frame pointers for full stacks (`rbp` frames on
+  // x86-64, frame records in `x29` on aarch64).
   const struct perfsupport_unwind *unwind;
   // `line_count` rows, or NULL when `line_count` is 0.
   const struct perfsupport_line *lines;
@@ -491,7 +492,8 @@ int perfsupport_register(const struct perfsupport_profilers *profilers,
 //   take no room.
 //
 // Frame pointers give full stacks only through code that keeps them:
-// `push rbp; mov rbp, rsp` on entry, `rbp` untouched until the epilogue.
+// `push rbp; mov rbp, rsp` on entry, `rbp` untouched until the epilogue
+// (aarch64: `stp x29, x30, [sp, #-16]!; mov x29, sp`, `x29` untouched).
 // To keep DWARF unwinding (code without frame pointers, or a stack
 // through the prologue), lay regions out at the strides of
 // `perfsupport_reserved_region_size`, or register each function with

@@ -81,7 +81,8 @@ pub struct perfsupport_region {
     /// record to the jitdump, the header-only form (no FDE): it is what
     /// makes perf's DWARF unwinder fall back to the frame-pointer chain in
     /// this code. Without any record the walk would stop here. So code
-    /// without CFI must keep `rbp` frames for full stacks.
+    /// without CFI must keep frame pointers for full stacks (`rbp` frames on
+    /// x86-64, frame records in `x29` on aarch64).
     pub unwind: *const perfsupport_unwind,
     /// `line_count` rows, or NULL when `line_count` is 0.
     pub lines: *const perfsupport_line,
@@ -329,7 +330,8 @@ pub struct perfsupport_unwind_fallbacks {
 ///   take no room.
 ///
 /// Frame pointers give full stacks only through code that keeps them:
-/// `push rbp; mov rbp, rsp` on entry, `rbp` untouched until the epilogue.
+/// `push rbp; mov rbp, rsp` on entry, `rbp` untouched until the epilogue
+/// (aarch64: `stp x29, x30, [sp, #-16]!; mov x29, sp`, `x29` untouched).
 /// To keep DWARF unwinding (code without frame pointers, or a stack
 /// through the prologue), lay regions out at the strides of
 /// `perfsupport_reserved_region_size`, or register each function with
