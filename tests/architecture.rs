@@ -53,6 +53,7 @@ const PERFSUPPORT: &[&str] = &[
     "jitdump",    // the jitdump sink and its reader
     "perf_map",   // the perf map sink
     "elf_code",   // JIT code that runs from ELF files (code memory, no sink)
+    "icache",     // new code made visible to instruction fetch (aarch64)
     "sink",       // ProfilerSink and Profilers
     "validation", // the checks every sink relies on
     "dwarf",      // the DWARF (lines, functions) of a batch of regions

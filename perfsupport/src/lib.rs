@@ -72,6 +72,7 @@
 //! | [`unwind`] | how a VM describes its frames ([`CallFrameInfo`], [`unwind::x86_64`]), the room to leave after each region, the `__register_frame` section |
 //! | [`vmprof`] | the vmprof API |
 //! | [`threads`] | [`threads::spawn_helper`]: helper threads that leave the host's signals alone |
+//! | [`icache`] | new code made visible to instruction fetch on every thread (the i-cache flush and pipeline synchronization aarch64 needs) |
 //!
 //! Private: `validation` ([`CodeRegion::validate`]; it builds the jitdump's
 //! unwind payload, so it sits above both `region` and `jitdump`), `eh_frame`
@@ -83,6 +84,7 @@
 
 pub mod elf_code;
 pub mod gdb_jit;
+pub mod icache;
 pub mod jitdump;
 pub mod perf_map;
 pub mod region;

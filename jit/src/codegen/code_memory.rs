@@ -171,7 +171,8 @@ impl CodeChunks {
         let made = protect(chunk, libc::PROT_READ | libc::PROT_EXEC);
         // aarch64 does not keep the instruction cache coherent with the
         // bytes just written (x86-64 does): see `icache`.
-        super::icache::prepare_to_run(chunk.start, chunk.len, false);
+        // SAFETY: the chunk is mapped (the arena's) and ours.
+        unsafe { super::icache::prepare_to_run(chunk.start, chunk.len, false) };
         self.held.push((id, chunk));
         made
     }
@@ -195,7 +196,9 @@ impl CodeChunks {
             // The mapping is unchanged: make it executable in place.
             protect(chunk, libc::PROT_READ | libc::PROT_EXEC)?;
         }
-        super::icache::prepare_to_run(chunk.start, chunk.len, failed.is_none());
+        // SAFETY: the chunk is mapped (from the file, or still the arena's)
+        // and ours.
+        unsafe { super::icache::prepare_to_run(chunk.start, chunk.len, failed.is_none()) };
         self.held.push((id, chunk));
         Ok(failed)
     }

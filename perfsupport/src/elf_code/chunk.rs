@@ -227,6 +227,10 @@ impl CodeChunk {
             // after it); nothing writes it during the call.
             unsafe { files.publish(self.start, self.len, &code_regions) }?
         };
+        // The file mapping is coherent with instruction fetch; a thread
+        // other than this one may run the code next, at an address that
+        // held other code before: every thread synchronizes (aarch64).
+        crate::icache::sync_all_threads();
         self.published = Some(path.clone());
         Ok(path)
     }
