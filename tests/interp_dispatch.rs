@@ -11,6 +11,10 @@
 //! first. It also checks that every handler keeps the frame pointer
 //! (`push rbp; mov rbp, rsp`), so that `perf record -g` walks through the
 //! interpreter.
+//!
+//! x86-64 only: it reads the handlers' machine code with an x86-64
+//! disassembler (the aarch64 stage, `tools/aarch64-tests`, lists it).
+#![cfg(target_arch = "x86_64")]
 
 use std::collections::BTreeMap;
 
