@@ -67,20 +67,7 @@ fn returns(code: &[u8]) -> Vec<(u64, u64)> {
 
 /// A function with many returns (one per `if`), called often enough to be
 /// compiled with its OSR variant and entry shim.
-const MANY_RETURNS: &str = "\
-fn pick(x: int) -> int {
-    if x == 0 { return 3; }
-    if x == 1 { return x * 5 + 1; }
-    if x == 2 { return x * 7 + 2; }
-    if x == 3 { return x * 11 + 3; }
-    if x == 4 { return x * 13 + 4; }
-    if x == 5 { return x * 17 + 5; }
-    return 0 - 1;
-}
-let t = 0;
-for i in 0..2000 { t = t + pick(i % 7); }
-print(t);
-";
+const MANY_RETURNS: &str = include_str!("unwind/many_returns.toy");
 
 #[test]
 fn every_ret_has_the_callers_frame_and_the_code_after_it_the_bodys() {

@@ -28,14 +28,7 @@ fn gdb_present() -> bool {
 /// every test here starts from.
 fn batch_gdb() -> Command {
     let mut cmd = Command::new("gdb");
-    cmd.args([
-        "-nx",
-        "-batch",
-        "-ex",
-        "set pagination off",
-        "-ex",
-        "set width 0",
-    ]);
+    cmd.args(common::GDB_BATCH);
     cmd
 }
 

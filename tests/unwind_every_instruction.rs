@@ -1223,20 +1223,7 @@ print(t);
 
 /// A function with a `return` per `if` (the script of `tests/epilogue_cfi.rs`):
 /// many epilogues, each followed by more of the body.
-const MANY_RETURNS: &str = "\
-fn pick(x: int) -> int {
-    if x == 0 { return 3; }
-    if x == 1 { return x * 5 + 1; }
-    if x == 2 { return x * 7 + 2; }
-    if x == 3 { return x * 11 + 3; }
-    if x == 4 { return x * 13 + 4; }
-    if x == 5 { return x * 17 + 5; }
-    return 0 - 1;
-}
-let t = 0;
-for i in 0..2000 { t = t + pick(i % 7); }
-print(t);
-";
+const MANY_RETURNS: &str = include_str!("unwind/many_returns.toy");
 
 /// The toyvm options and script arguments of each run: scripts from
 /// `tests/` and `examples/` in the tiers that make each kind of code.

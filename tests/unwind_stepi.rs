@@ -82,14 +82,7 @@ impl Debugger {
             Debugger::Native => "gdb",
             Debugger::Emulated { .. } => "gdb-multiarch",
         });
-        gdb.args([
-            "-nx",
-            "-batch",
-            "-ex",
-            "set pagination off",
-            "-ex",
-            "set width 0",
-        ]);
+        gdb.args(common::GDB_BATCH);
         let mut stub = None;
         match self {
             Debugger::Native => {

@@ -104,11 +104,6 @@ static void emit_outer(function *f, emitter *e, uintptr_t middle) {
     EMIT(e, 0x48, 0x83, 0xc4, 0x08,              /* add rsp, 8 */
          0x5b, 0x5d, 0xc3);                      /* pop rbx; pop rbp; ret */
 }
-
-/* The entry rule (before the first CFI row) and the size of `ret`. */
-#define STACK_POINTER PERFSUPPORT_REG_RSP
-#define ENTRY_CFA_OFFSET 8 /* the return address */
-#define RET_SIZE 1
 #elif defined(__aarch64__)
 /* leaf(n): no frame pointer, and x30 (the return address) never leaves
  * the link register. */
@@ -163,11 +158,6 @@ static void emit_outer(function *f, emitter *e, uintptr_t middle) {
     a64(e, a64_ldp_post(A64_X29, A64_X30, A64_SP, 16)); /* ldp x29, x30, [sp], #16 */
     a64(e, a64_ret());                           /* ret */
 }
-
-/* The entry rule (before the first CFI row) and the size of `ret`. */
-#define STACK_POINTER PERFSUPPORT_REG_SP
-#define ENTRY_CFA_OFFSET 0 /* the return address is in x30 */
-#define RET_SIZE 4
 #else
 #error "elfjit emits x86-64 or aarch64 code only"
 #endif

@@ -35,4 +35,13 @@ static inline void emit_call(emitter *e, const void *target) {
     EMIT(e, 0xff, 0xd0);
 }
 
+#if defined(__x86_64__)
+/* For CFI rows (perfsupport.h's registers): the rule at a function's
+ * entry, CFA = rsp + 8 (the return address the call pushed), and the size
+ * of `ret`. emit_a64.h has aarch64's. */
+#define STACK_POINTER PERFSUPPORT_REG_RSP
+#define ENTRY_CFA_OFFSET 8
+#define RET_SIZE 1
+#endif
+
 #endif /* MINIJIT_EMIT_H */

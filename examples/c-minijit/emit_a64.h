@@ -116,4 +116,11 @@ static inline void a64_b_cond_to(emitter *e, unsigned cond, size_t target) {
     a64(e, a64_b_cond(cond, (int32_t)((int64_t)target - (int64_t)e->len) / 4));
 }
 
+/* For CFI rows (perfsupport.h's registers): the rule at a function's
+ * entry, CFA = sp + 0 (the return address is still in x30), and the size
+ * of `ret`. */
+#define STACK_POINTER PERFSUPPORT_REG_SP
+#define ENTRY_CFA_OFFSET 0
+#define RET_SIZE 4
+
 #endif /* MINIJIT_EMIT_A64_H */

@@ -160,11 +160,6 @@ static void emit_outer(function *f, emitter *e, perfsupport_shadow_stack *stack,
     EMIT(e, 0x48, 0x83, 0xc4, 0x08,              /* add rsp, 8 */
          0x5b, 0x5d, 0xc3);                      /* pop rbx; pop rbp; ret */
 }
-
-/* The entry rule (before the first CFI row) and the size of `ret`. */
-#define STACK_POINTER PERFSUPPORT_REG_RSP
-#define ENTRY_CFA_OFFSET 8 /* the return address */
-#define RET_SIZE 1
 #elif defined(__aarch64__)
 /* leaf(n): no frame pointer, and x30 (the return address) never leaves
  * the link register. */
@@ -229,11 +224,6 @@ static void emit_outer(function *f, emitter *e, perfsupport_shadow_stack *stack,
     a64(e, a64_ldp_post(A64_X29, A64_X30, A64_SP, 16)); /* ldp x29, x30, [sp], #16 */
     a64(e, a64_ret());                           /* ret */
 }
-
-/* The entry rule (before the first CFI row) and the size of `ret`. */
-#define STACK_POINTER PERFSUPPORT_REG_SP
-#define ENTRY_CFA_OFFSET 0 /* the return address is in x30 */
-#define RET_SIZE 4
 #endif
 
 // ANCHOR: leaf_cfi
@@ -242,7 +232,7 @@ static void emit_outer(function *f, emitter *e, perfsupport_shadow_stack *stack,
  * aarch64: after `sub sp, sp, #32` (4 bytes) the CFA is sp + 32; at the
  * `ret` it is sp + 0 again, the return address still in x30 (the
  * architecture's STACK_POINTER, ENTRY_CFA_OFFSET and RET_SIZE are defined
- * with its emitters above). */
+ * in emit.h and emit_a64.h). */
 static perfsupport_unwind leaf_unwind(size_t size, perfsupport_cfi_row rows[2]) {
     rows[0] = (perfsupport_cfi_row){
         .offset = 4, .cfa_register = STACK_POINTER, .cfa_offset = 32};

@@ -88,6 +88,17 @@ pub fn pages(n: usize) -> String {
     (n * page_size()).to_string()
 }
 
+/// gdb's arguments for a scripted session: batch mode, no init files, no
+/// paging, no line wrapping (`tests/gdb.rs`, `tests/unwind_stepi.rs`).
+pub const GDB_BATCH: &[&str] = &[
+    "-nx",
+    "-batch",
+    "-ex",
+    "set pagination off",
+    "-ex",
+    "set width 0",
+];
+
 /// Runs `toyvm ARGS...` in the repository root and collects its output.
 pub fn toyvm(args: &[&str]) -> ToyRun {
     toyvm_in(&repo_root(), args, &[])

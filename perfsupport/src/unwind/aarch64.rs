@@ -224,7 +224,7 @@ impl CallFrameInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gimli::{BaseAddresses, EhFrame, LittleEndian, UnwindContext, UnwindSection};
+    use gimli::{BaseAddresses, EhFrame, LittleEndian, Register, UnwindContext, UnwindSection};
 
     /// `fde` as `.eh_frame` bytes, with [`aapcs64_cie`].
     fn eh_frame(fde: FrameDescriptionEntry) -> Vec<u8> {
@@ -236,26 +236,45 @@ mod tests {
         out.0.into_vec()
     }
 
+    /// The CFA rule at `address` in `.eh_frame` `bytes` (register, offset),
+    /// and where each of `registers` is saved (CFA + offset; `None`: in
+    /// itself, the caller's value).
+    fn rule_at(
+        bytes: &[u8],
+        address: u64,
+        registers: &[Register],
+    ) -> ((u16, i64), Vec<Option<i64>>) {
+        let eh = EhFrame::new(bytes, LittleEndian);
+        let mut ctx = UnwindContext::new();
+        let row = eh
+            .unwind_info_for_address(
+                &BaseAddresses::default(),
+                &mut ctx,
+                address,
+                EhFrame::cie_from_offset,
+            )
+            .expect("a row");
+        let cfa = match row.cfa() {
+            gimli::CfaRule::RegisterAndOffset { register, offset } => (register.0, *offset),
+            other => panic!("{other:?}"),
+        };
+        let saved = (registers.iter())
+            .map(|&r| match row.register(r) {
+                Some(gimli::RegisterRule::Offset(o)) => Some(o),
+                Some(gimli::RegisterRule::SameValue) | None => None,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        (cfa, saved)
+    }
+
     /// The rows a DWARF reader sees, at each instruction of a 20-byte function.
     #[test]
     fn every_instruction_has_the_frame_record_rule() {
         let bytes = eh_frame(frame_record_fde(Address::Constant(0x1000), 20).expect("fde"));
-        let eh = EhFrame::new(&bytes, LittleEndian);
-        let bases = BaseAddresses::default();
-        let mut ctx = UnwindContext::new();
-        let mut rule = |pc: u64| {
-            let row = eh
-                .unwind_info_for_address(&bases, &mut ctx, 0x1000 + pc, EhFrame::cie_from_offset)
-                .expect("a row");
-            let cfa = match row.cfa() {
-                gimli::CfaRule::RegisterAndOffset { register, offset } => (register.0, *offset),
-                other => panic!("{other:?}"),
-            };
-            let saved = |r| match row.register(r) {
-                Some(gimli::RegisterRule::Offset(o)) => Some(o),
-                _ => None,
-            };
-            (cfa, saved(AArch64::X29), saved(AArch64::X30))
+        let rule = |pc: u64| {
+            let (cfa, saved) = rule_at(&bytes, 0x1000 + pc, &[AArch64::X29, AArch64::X30]);
+            (cfa, saved[0], saved[1])
         };
         assert_eq!(rule(0), ((31, 0), None, None));
         assert_eq!(rule(4), ((31, 16), Some(-16), Some(-8)));
@@ -324,28 +343,10 @@ mod tests {
             },
         ];
         let bytes = eh_frame(fde_from_rows(Address::Constant(0x2000), 36, &rows).expect("fde"));
-        let eh = EhFrame::new(&bytes, LittleEndian);
-        let bases = BaseAddresses::default();
-        let mut ctx = UnwindContext::new();
-        let mut rule = |pc: u64| {
-            let row = eh
-                .unwind_info_for_address(&bases, &mut ctx, 0x2000 + pc, EhFrame::cie_from_offset)
-                .expect("a row");
-            let cfa = match row.cfa() {
-                gimli::CfaRule::RegisterAndOffset { register, offset } => (register.0, *offset),
-                other => panic!("{other:?}"),
-            };
-            let saved = |r| match row.register(r) {
-                Some(gimli::RegisterRule::Offset(o)) => Some(o),
-                Some(gimli::RegisterRule::SameValue) | None => None,
-                other => panic!("{other:?}"),
-            };
-            (
-                cfa,
-                saved(AArch64::X29),
-                saved(AArch64::X30),
-                saved(AArch64::X19),
-            )
+        let rule = |pc: u64| {
+            let registers = [AArch64::X29, AArch64::X30, AArch64::X19];
+            let (cfa, saved) = rule_at(&bytes, 0x2000 + pc, &registers);
+            (cfa, saved[0], saved[1], saved[2])
         };
         assert_eq!(rule(0), ((31, 0), None, None, None));
         assert_eq!(rule(4), ((31, 32), Some(-32), Some(-24), None));
