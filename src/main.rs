@@ -44,6 +44,10 @@ enum Command {
         /// Show each function's Cranelift IR and machine code instead.
         #[arg(long)]
         jit: bool,
+        /// Show the code as `run --slow-line LINE:NANOS` runs it (its
+        /// `Spin` instructions, and their loops in machine code).
+        #[arg(long, value_name = "LINE:NANOS")]
+        slow_line: Vec<vm::driver::SlowLine>,
         /// The script (`*.toy`).
         script: PathBuf,
     },
@@ -146,6 +150,14 @@ struct RunArgs {
     #[arg(long, requires = "vmprof")]
     vmprof_lines: bool,
 
+    /// Slow line LINE of the script down by about NANOS nanoseconds of busy
+    /// CPU time each time control enters it (from another line, or by a
+    /// loop's back-edge), in every tier, as the line's own code: the
+    /// slowdown experiment that checks a profile (book: "Is the profile
+    /// right?"). May be given several times; NANOS from 1 to 1000000000.
+    #[arg(long, value_name = "LINE:NANOS")]
+    slow_line: Vec<vm::driver::SlowLine>,
+
     /// The call-depth limit (at least 1): deeper calls stop the script
     /// with an error.
     #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH as u64,
@@ -193,9 +205,17 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Command::Run(run) => run_script(run),
         Command::Check { script } => load(&script).map(|_| 0),
-        Command::Disasm { jit: false, script } => load(&script)
+        Command::Disasm {
+            jit: false,
+            script,
+            slow_line,
+        } => load_slowed(&script, &slow_line)
             .and_then(|module| print_stdout(&vm::bytecode::disasm::disassemble(&module))),
-        Command::Disasm { jit: true, script } => load(&script).and_then(|module| {
+        Command::Disasm {
+            jit: true,
+            script,
+            slow_line,
+        } => load_slowed(&script, &slow_line).and_then(|module| {
             match jit::disasm::disassemble(&module, &mut std::io::stderr()) {
                 Ok(text) => print_stdout(&text),
                 Err(e) => {
@@ -292,7 +312,7 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
             None
         }
     };
-    let module = load(&run.script)?;
+    let module = load_slowed(&run.script, &run.slow_line)?;
     let jit_options = jit::JitOptions {
         threshold: (!run.no_jit).then(|| run.jit_threshold.unwrap_or(jit::DEFAULT_THRESHOLD)),
         cost_model: run.jit_threshold.is_none(),
@@ -337,6 +357,16 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         ..vm::driver::Options::default()
     };
     Ok(vm::driver::run(&module, args, &options) as u8)
+}
+
+/// [`load`], then `--slow-line`'s spins placed (none for no requests).
+fn load_slowed(
+    script: &std::path::Path,
+    slow_lines: &[vm::driver::SlowLine],
+) -> Result<vm::bytecode::Module, ()> {
+    let mut module = load(script)?;
+    vm::driver::slow_lines(&mut module, slow_lines).map_err(|why| say!("error: {why}"))?;
+    Ok(module)
 }
 
 /// Reads and compiles a script, printing the diagnostic on failure.

@@ -19,9 +19,9 @@ mod common;
 #[path = "stress/program.rs"]
 mod program;
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+
+use common::{Measured, measured};
 
 use program::{Seeded, no_room_counts};
 
@@ -30,59 +30,6 @@ const MAX_NO_ROOM_TRIES: u64 = 3;
 
 /// Kinds of compile the bound counts separately.
 const KINDS: u64 = 3;
-
-/// One measured run.
-struct Measured {
-    pid: u32,
-    status: Option<i32>,
-    stdout: String,
-    stderr: String,
-    /// User plus system CPU seconds of the process and its threads.
-    cpu: f64,
-    /// Peak RSS in KiB.
-    peak_kib: i64,
-}
-
-/// Runs `toyvm ARGS` in `dir` and measures its CPU time with `wait4`.
-// The child is reaped by `wait4`, which std's `Child::wait` cannot replace
-// (it gives no resource usage).
-#[allow(clippy::zombie_processes)]
-fn measured(dir: &Path, args: &[&str]) -> Measured {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toyvm");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).map(|_| s)
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).map(|_| s)
-    });
-    let mut status = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, with valid out-pointers; the child
-    // is not waited for elsewhere (its `Child` is dropped unwaited).
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4");
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Measured {
-        pid: child.id(),
-        status: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        stdout: out.join().unwrap().expect("stdout"),
-        stderr: err.join().unwrap().expect("stderr"),
-        cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-        peak_kib: usage.ru_maxrss,
-    }
-}
 
 /// The checks every run under a limit passes against the `--no-jit` run
 /// of the same program: `functions` counts `<main>` too.

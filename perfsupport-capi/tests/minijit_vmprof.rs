@@ -93,9 +93,14 @@ print("samples", len(stats.profiles))
     assert!(text.contains("samples"), "{text}");
 }
 
-#[test]
-fn toyvm_report_reads_the_profile() {
-    let toyvm = library_dir().join("toyvm");
+/// The toyvm to run: `TOYVM_BIN` when set (tools/aarch64-tests points it
+/// at the toyvm its own test build made: building one here, with this
+/// package's features, would compile jit and toyvm once more), else one
+/// built here for the target.
+fn toyvm() -> PathBuf {
+    if let Some(path) = std::env::var_os("TOYVM_BIN") {
+        return PathBuf::from(path);
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run_ok(
         Command::new(cargo)
@@ -103,6 +108,12 @@ fn toyvm_report_reads_the_profile() {
             .args(cross_target().iter().flat_map(|t| ["--target", t]))
             .current_dir(repo_root()),
     );
+    library_dir().join("toyvm")
+}
+
+#[test]
+fn toyvm_report_reads_the_profile() {
+    let toyvm = toyvm();
     let dir = scratch("report");
     let Some(path) = profile(dir.path()) else {
         return;

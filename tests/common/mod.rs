@@ -210,3 +210,56 @@ pub const PERF_RECORD_PROBE: &[&str] = &[
     "--",
     "true",
 ];
+
+/// One measured run.
+pub struct Measured {
+    pub pid: u32,
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// User plus system CPU seconds of the process and its threads.
+    pub cpu: f64,
+    /// Peak RSS in KiB.
+    pub peak_kib: i64,
+}
+
+/// Runs `toyvm ARGS` in `dir` and measures its CPU time with `wait4`.
+// The child is reaped by `wait4`, which std's `Child::wait` cannot replace
+// (it gives no resource usage).
+#[allow(clippy::zombie_processes)]
+pub fn measured(dir: &Path, args: &[&str]) -> Measured {
+    let mut child = target_command(env!("CARGO_BIN_EXE_toyvm"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toyvm");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).map(|_| s)
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).map(|_| s)
+    });
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, with valid out-pointers; the child
+    // is not waited for elsewhere (its `Child` is dropped unwaited).
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Measured {
+        pid: child.id(),
+        status: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stdout: out.join().unwrap().expect("stdout"),
+        stderr: err.join().unwrap().expect("stderr"),
+        cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        peak_kib: usage.ru_maxrss,
+    }
+}

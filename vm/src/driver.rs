@@ -150,6 +150,21 @@ pub fn load(path: &str, bytes: &[u8]) -> Result<Module, String> {
     }
 }
 
+pub use crate::front::slow_line::SlowLine;
+
+/// Applies `toyvm run --slow-line` to a loaded module: measures this
+/// machine's spin loop ([`runtime::spin`]), then places a spin wherever
+/// control enters each line ([`crate::front::slow_line`]). Nothing for no
+/// requests. The error names the request that cannot hold.
+pub fn slow_lines(module: &mut Module, requests: &[SlowLine]) -> Result<(), String> {
+    if requests.is_empty() {
+        return Ok(());
+    }
+    let rate = runtime::spin::iterations_per_ns();
+    crate::front::slow_line::apply(module, requests, rate)?;
+    bytecode::verify(module).map_err(|e| format!("internal error after --slow-line: {e}"))
+}
+
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
 pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {

@@ -1,7 +1,7 @@
 //! One bytecode instruction → Cranelift IR.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{self, InstBuilder, Value, types};
+use cranelift_codegen::ir::{self, BlockArg, InstBuilder, Value, types};
 use cranelift_frontend::FunctionBuilder;
 use vm::bytecode::{Const, Flags, Op, Reg};
 
@@ -270,8 +270,8 @@ impl Translator<'_, '_> {
         true
     }
 
-    /// Strings, arrays, conversions, and every slow instruction (through
-    /// the interpreter's own code).
+    /// Strings, arrays, conversions, `--slow-line`'s spins, and every slow
+    /// instruction (through the interpreter's own code).
     pub(super) fn memory_or_slow(&mut self, b: &mut FunctionBuilder<'_>, op: Op, pc: usize) {
         match op {
             Op::LenS { dst, src } => {
@@ -328,6 +328,7 @@ impl Translator<'_, '_> {
                 let v = b.ins().sqrt(x);
                 self.write(b, dst as usize, v);
             }
+            Op::Spin { k } => self.spin(b, k),
             _ => {
                 debug_assert!(op.is_slow());
                 self.via_frame(b, &op, |t, b| {
@@ -339,6 +340,40 @@ impl Translator<'_, '_> {
                 });
             }
         }
+    }
+
+    /// `--slow-line`'s busy work as machine code at the line's own
+    /// addresses (a helper call would give perf a native frame of its
+    /// own): `consts[k]` rounds of the loop of `vm::runtime::spin`, four
+    /// dependent multiplications and a count-down branch, whose time is the
+    /// multiplications' latency wherever the loop lands. Cranelift keeps
+    /// the loop: the branch uses the count, the next round the product.
+    fn spin(&mut self, b: &mut FunctionBuilder<'_>, k: u16) {
+        let Const::Int(rounds) = self.f.consts[k as usize] else {
+            unreachable!("the verifier checks that a spin count is an int")
+        };
+        let round = b.create_block();
+        let done = b.create_block();
+        let left = b.append_block_param(round, types::I64);
+        let product = b.append_block_param(round, types::I64);
+        // One constant serves as count and as first factor (a product's
+        // value does not change a multiplication's latency). Cranelift's
+        // optimizer places constants without their source line, so this
+        // one instruction per entry is the function's, not the line's.
+        let start = b.ins().iconst(types::I64, rounds);
+        b.ins()
+            .jump(round, &[BlockArg::Value(start), BlockArg::Value(start)]);
+        b.switch_to_block(round);
+        let mut x = product;
+        for _ in 0..vm::bytecode::SPIN_MULTIPLICATIONS {
+            x = b.ins().imul(x, x);
+        }
+        let next = b.ins().iadd_imm_s(left, -1);
+        let args = [BlockArg::Value(next), BlockArg::Value(x)];
+        b.ins().brif(next, round, &args, done, &[]);
+        b.seal_block(round);
+        b.seal_block(done);
+        b.switch_to_block(done);
     }
 
     pub(super) fn imm_branch(

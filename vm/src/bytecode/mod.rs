@@ -57,6 +57,16 @@ pub type Reg = u8;
 /// Most typed registers plus call-area slots one function may use.
 pub const MAX_REGS: usize = 256;
 
+/// Most rounds one [`Op::Spin`] may run: a few seconds on any machine
+/// (a round takes a few nanoseconds); the verifier's bound, so that no
+/// bytecode spins for long in one step.
+pub const MAX_SPIN: i64 = 2_000_000_000;
+
+/// Dependent multiplications in one round of [`Op::Spin`] (then a
+/// count-down branch): the interpreter's loop (`runtime::spin`) and the
+/// JIT's machine code are the same loop, so one calibration fits both.
+pub const SPIN_MULTIPLICATIONS: usize = 4;
+
 /// The target of a jump the compiler has emitted but not patched yet
 /// ([`Op::target_mut`]): outside every function, so the verifier rejects a
 /// jump that was never patched instead of running it to instruction 0.
@@ -233,6 +243,13 @@ instruction_table! {
     FloatToInt { dst: write(Int), src: read(Float) } [INLINABLE];
     /// `dst = sqrt(src)`.
     Sqrt { dst: write(Float), src: read(Float) } [INLINABLE];
+
+    // --- the slowdown experiment (`toyvm run --slow-line`) ---
+    /// Busy work: `consts[k]` (an int, `1..=MAX_SPIN`) rounds of the loop
+    /// of `runtime::spin` ([`SPIN_MULTIPLICATIONS`] dependent
+    /// multiplications and a count-down branch each). Only `front::slow_line` emits
+    /// it, where control enters a slowed line.
+    Spin { k: konst } [INLINABLE];
   }
 
   // Run out of line by `interp::run_slow_op`, from both tiers: they

@@ -149,6 +149,11 @@ impl Checker<'_> {
             if let Op::DivIImm { imm: 0, .. } | Op::RemIImm { imm: 0, .. } = op {
                 return Err((pc, "division by an immediate 0".into()));
             }
+            if let Op::Spin { k } = *op
+                && !matches!(f.consts[k as usize], Const::Int(1..=super::MAX_SPIN))
+            {
+                return Err((pc, "spin count not an int in 1..=MAX_SPIN".into()));
+            }
             if let Op::Return { .. } = op
                 && f.ret.is_none()
             {

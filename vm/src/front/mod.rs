@@ -18,3 +18,4 @@ pub mod compile;
 pub mod diag;
 pub mod lexer;
 pub mod parser;
+pub mod slow_line;

@@ -27,6 +27,7 @@ use std::hint::unreachable_unchecked;
 use super::{STATUS_ERROR, STATUS_OK, Vm, tier};
 use crate::bytecode::{Function, Op};
 use crate::runtime::heap::{arr_mut, str_ref};
+use crate::runtime::spin::spin;
 use crate::runtime::{RuntimeError, TraceEntry};
 
 use super::locations::location;
@@ -446,6 +447,9 @@ handlers! { |regs, ip, cx|
     IntToFloat { dst, src } => regs.set_flt(dst, regs.int(src) as f64),
     FloatToInt { dst, src } => regs.set_int(dst, regs.flt(src) as i64),
     Sqrt { dst, src } => regs.set_flt(dst, regs.flt(src).sqrt()),
+
+    // --- `--slow-line`: the constant is a verified spin count ---
+    Spin { k } => spin(*cx.consts.add(k as usize)),
 }
 
 /// The handler of every `slow` instruction: runs it out of line

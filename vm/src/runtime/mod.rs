@@ -12,6 +12,7 @@ pub mod native_stack;
 pub mod output;
 pub mod print;
 pub mod region;
+pub mod spin;
 
 pub use error::{RuntimeError, TraceEntry};
 pub use output::{Output, PendingOutput};
