@@ -183,6 +183,7 @@ class Normaliser:
         # iced-x86 (`toyvm disasm --jit`) writes hex as 7F3C0A4E5B73h.
         text = re.sub(r"\b[0-9A-F]{8,16}h\b", lambda m: address_h(m.group(0)), text)
         text = re.sub(r"\b\d+ samples\b", "N samples", text)
+        text = re.sub(r"\b\d+ signals, \d+ records\b", "N signals, N records", text)
         text = re.sub(r"\b\d+(?:\.\d+)? (us|ms)\b", r"N \1", text)
         text = re.sub(r"\(\d+\.\d+ s\)", "(N s)", text)
         text = re.sub(r"(\[ perf record: Woken up) \d+ times", r"\1 N times", text)

@@ -187,7 +187,12 @@ fn go_tool_pprof_reads_the_same_functions_and_counts_as_folded() {
     assert!(refused.stderr.contains("-o FILE"), "{}", refused.stderr);
     let Some(top) = go_pprof(
         &dir,
-        &["-top", "-nodecount=1000", "-sample_index=samples"],
+        &[
+            "-top",
+            "-nodecount=1000",
+            "-nodefraction=0",
+            "-sample_index=samples",
+        ],
         &pb,
     ) else {
         return;
@@ -216,7 +221,15 @@ fn go_tool_pprof_lines_match_the_profiles_own_lines() {
     let pb = pprof_export(&dir, profile);
     let Some(top) = go_pprof(
         &dir,
-        &["-top", "-lines", "-nodecount=1000", "-sample_index=samples"],
+        // -nodefraction=0: pprof drops nodes under 0.5% of the total by
+        // default, and a line sampled a few times is such a node.
+        &[
+            "-top",
+            "-lines",
+            "-nodecount=1000",
+            "-nodefraction=0",
+            "-sample_index=samples",
+        ],
         &pb,
     ) else {
         return;

@@ -92,6 +92,7 @@ struct Attachment {
 
 impl Drop for Attachment {
     fn drop(&mut self) {
+        ps::vmprof::leave_current_thread();
         for slot in &ATTACHED {
             if slot
                 .compare_exchange(self.tid.get(), 0, Ordering::Relaxed, Ordering::Relaxed)
@@ -179,6 +180,8 @@ pub unsafe extern "C" fn perfsupport_vmprof_attach_thread(
             let _ = cell.set(Attachment {
                 tid: std::cell::Cell::new(tid),
             });
+            // Its own CPU clock samples it (`ps::vmprof::clock`).
+            ps::vmprof::join_current_thread();
             follow_forks();
             Ok(())
         })?;

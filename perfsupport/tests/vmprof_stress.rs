@@ -52,6 +52,9 @@ fn high_rate_signals_during_millions_of_pushes_record_only_valid_prefixes() {
     let worker = std::thread::spawn(move || {
         // SAFETY: pthread_self has no preconditions.
         tid_tx.send(unsafe { libc::pthread_self() }).unwrap();
+        // It runs VM code: its own CPU clock samples it (the killer's
+        // signals only interrupt it).
+        perfsupport::vmprof::join_current_thread();
         let mut operations = 0u64;
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         // Millions of operations, and long enough for many signals even in
@@ -89,6 +92,7 @@ fn high_rate_signals_during_millions_of_pushes_record_only_valid_prefixes() {
             }
             assert_eq!(stack.depth(), 0);
         });
+        perfsupport::vmprof::leave_current_thread();
         operations
     });
     let worker_thread = tid_rx.recv().unwrap();

@@ -16,7 +16,8 @@ use std::path::Path;
 
 use perfsupport::vmprof::format::PROFILE_LINES;
 use perfsupport::vmprof::{
-    META_CUT_FRAMES_MAX, META_CUT_SAMPLES, ReadError, SampleView, stream_profile,
+    META_CLOCK, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, META_RECORDS, META_SIGNALS, ReadError,
+    SampleView, stream_profile,
 };
 
 /// One code object as named in a profile.
@@ -82,6 +83,13 @@ pub struct VmProfile {
     pub cut_samples: u64,
     /// See `cut_samples`.
     pub cut_frames_max: u64,
+    /// The clock that sent the samples (the `clock` META record:
+    /// `perf-task-clock` or `itimer-prof`), if the profile says.
+    pub clock: Option<String>,
+    /// The signals that made a sample (`signals` META), 0 if not said.
+    pub signals: u64,
+    /// The records written for them (`records` META), 0 if not said.
+    pub records: u64,
 }
 
 #[cfg(test)]
@@ -217,6 +225,9 @@ pub fn load(path: &Path, keep_order: bool) -> Result<Loaded, String> {
             has_lines: profile.mode & PROFILE_LINES != 0,
             cut_samples: meta_count(META_CUT_SAMPLES),
             cut_frames_max: meta_count(META_CUT_FRAMES_MAX),
+            clock: profile.meta_value(META_CLOCK).map(str::to_owned),
+            signals: meta_count(META_SIGNALS),
+            records: meta_count(META_RECORDS),
             script: profile.meta_value("script").map(str::to_owned),
             interp: profile.interp,
             // A period is the file's word: clamped to an hour, so that

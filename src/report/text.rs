@@ -30,6 +30,13 @@ pub fn render(profile: &VmProfile, min_percent: f64) -> String {
         cpu_ms / 1000,
         cpu_ms % 1000
     );
+    if let Some(clock) = &profile.clock {
+        let _ = writeln!(
+            out,
+            "{}",
+            clock_line(clock, profile.signals, profile.records)
+        );
+    }
     if profile.cut_samples > 0 {
         let _ = writeln!(
             out,
@@ -97,6 +104,24 @@ pub fn render(profile: &VmProfile, min_percent: f64) -> String {
 }
 
 /// Writes `total self function location` rows under a header line.
+/// The header line that says which clock sampled and how many signals made
+/// how many records (one each with per-thread clocks; more records than
+/// signals when the process timer's tick made one signal stand for several
+/// intervals).
+fn clock_line(clock: &str, signals: u64, records: u64) -> String {
+    let what = match clock {
+        "perf-task-clock" => "each thread's CPU clock (perf task-clock)".to_string(),
+        "itimer-prof" => "the process CPU timer (setitimer, on the kernel's tick)".to_string(),
+        other => format!("the clock `{}`", printable(other)),
+    };
+    let repeated = if records > signals {
+        ", records repeated for the CPU time a signal stood for".to_string()
+    } else {
+        String::new()
+    };
+    format!("sampled by {what}: {signals} signals, {records} records{repeated}")
+}
+
 fn table(out: &mut String, rows: &[(f64, f64, String, String)]) {
     let width = rows
         .iter()

@@ -65,6 +65,7 @@ pub(crate) fn follow_forks() {
 /// The locks held across the fork, by the forking thread.
 struct Held {
     session: MutexGuard<'static, Option<super::writer::WriterThread>>,
+    threads: MutexGuard<'static, super::clock::Threads>,
     names: MutexGuard<'static, Vec<super::registry::Entry>>,
     lines: MutexGuard<'static, ()>,
 }
@@ -76,6 +77,7 @@ thread_local! {
 extern "C" fn prepare() {
     let held = Held {
         session: super::sampler::SESSION.lock(),
+        threads: super::clock::THREADS.lock(),
         names: super::registry::NAMES.lock(),
         lines: super::code_lines::PUBLISH.lock(),
     };
@@ -100,11 +102,13 @@ extern "C" fn child() {
         return;
     };
     super::sampler::forget_parent_session(&mut held.session);
+    super::clock::forget_parent_threads(&mut held.threads);
     super::code_lines::forget_parent_readers();
     let Held {
         session,
+        threads,
         names,
         lines,
     } = held;
-    drop((lines, names, session));
+    drop((lines, names, threads, session));
 }

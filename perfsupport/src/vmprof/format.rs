@@ -136,6 +136,15 @@ pub const PROFILE_REAL_TIME: u8 = 0x10;
 /// META key written at the end of a profile in which some stacks were
 /// cut: how many STACKTRACE records have a cut stack.
 pub const META_CUT_SAMPLES: &str = "cut_samples";
+/// META key written at the end of every profile: the clock that sent the
+/// samples ([`super::Clock::name`]: `perf-task-clock` or `itimer-prof`).
+pub const META_CLOCK: &str = "clock";
+/// META key written with [`META_CLOCK`]: the signals that made a sample.
+pub const META_SIGNALS: &str = "signals";
+/// META key written with [`META_CLOCK`]: the STACKTRACE records written
+/// (more than [`META_SIGNALS`] when one signal of the process timer stood
+/// for several intervals and its record was repeated).
+pub const META_RECORDS: &str = "records";
 /// META key written with [`META_CUT_SAMPLES`]: the most outer frames cut
 /// from one sample.
 pub const META_CUT_FRAMES_MAX: &str = "cut_frames_max";

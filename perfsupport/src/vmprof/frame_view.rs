@@ -275,6 +275,8 @@ pub unsafe fn install_frame_view(view: FrameView) -> FrameViewGuard {
     compiler_fence(Ordering::SeqCst);
     INSTALLED.with(|installed| installed.borrow_mut().push(&*view));
     CURRENT.with(|current| current.set(&*view));
+    // A thread that shows its frames runs VM code: sample it.
+    super::clock::join_current_thread();
     FrameViewGuard {
         view,
         _not_send: PhantomData,
@@ -296,6 +298,7 @@ pub struct FrameViewGuard {
 
 impl Drop for FrameViewGuard {
     fn drop(&mut self) {
+        super::clock::leave_current_thread();
         // While the thread's storage is torn down the list may be gone:
         // then no view stays installed.
         let newest = INSTALLED

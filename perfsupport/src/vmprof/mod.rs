@@ -61,6 +61,7 @@
 //! thread, and the writer thread itself. Test-only: `tests/` (bounded
 //! fuzzing of the reader).
 
+pub mod clock;
 pub mod code_lines;
 mod fork;
 pub mod format;
@@ -82,10 +83,13 @@ use std::time::Duration;
 
 use crate::safe_file::{PROFILER_FILE_MODE, WriteMode, create_replacing_stale};
 
+pub use clock::{CLOCK_ENV, Clock, join_current_thread, leave_current_thread};
 pub use code_lines::{
     CodeLineRow, publish_code_lines, retract_code_lines, retract_many_code_lines,
 };
-pub use format::{META_CUT_FRAMES_MAX, META_CUT_SAMPLES, Timeval};
+pub use format::{
+    META_CLOCK, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, META_RECORDS, META_SIGNALS, Timeval,
+};
 pub use frame_view::{
     CUT_FRAMES_CLASS, CUT_FRAMES_NAME, FrameLines, FrameView, FrameViewGuard, cut_frames_id,
     install_frame_view,

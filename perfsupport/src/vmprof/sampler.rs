@@ -3,10 +3,13 @@
 //! # How sampling works
 //!
 //! `enable` installs a `SIGPROF` handler (once per process, `SA_RESTART`,
-//! `SA_SIGINFO` for the interrupted program counter)
-//! and arms `setitimer(ITIMER_PROF)`, which fires after each `interval` of
-//! CPU time used by the process. The kernel delivers the signal to a thread
-//! that is using the CPU; the handler copies that thread's
+//! `SA_SIGINFO` for the interrupted program counter and the signal's
+//! origin) and starts the sampling clock ([`super::clock`]): preferably a
+//! CPU clock per thread that runs VM code, which signals its thread after
+//! each `interval` of that thread's CPU time; else `setitimer(ITIMER_PROF)`,
+//! which fires after each `interval` of CPU time used by the process and
+//! is delivered to a thread that is using the CPU. The handler copies that
+//! thread's
 //! [`ShadowStack`] (or the VM's own frame records, if the thread installed
 //! a [`FrameView`](super::frame_view)) into the static `SampleRing`; the
 //! writer thread (which blocks SIGPROF) turns ring entries into file
@@ -14,7 +17,11 @@
 //!
 //! # Weights: sample counts proportional to CPU time
 //!
-//! Linux checks CPU-time timers on scheduler ticks (`CONFIG_HZ`, often
+//! With per-thread clocks each signal (`si_code` `POLL_IN`, from the
+//! thread's own clock) stands for one interval: weight 1, and any other
+//! `SIGPROF` (one sent by `kill`) records nothing.
+//!
+//! The process timer is checked on scheduler ticks (`CONFIG_HZ`, often
 //! 250 Hz), so with a 1 ms interval one signal may stand for 4 ms of CPU.
 //! The handler therefore reads the process CPU clock and gives its sample
 //! a weight: the number of whole intervals since the last accounted one
@@ -64,6 +71,8 @@
 //!
 //! * One session per process (`SIGPROF` and `ITIMER_PROF` are per process);
 //!   do not combine with another SIGPROF-based profiler.
+//! * With per-thread clocks only the threads that run VM code are sampled
+//!   (those that joined, see [`super::clock`]), and the enabling thread.
 //! * `SA_RESTART` restarts interrupted `read`/`write` (pipes, terminals,
 //!   files), so the VM's output is not cut by `EINTR`. Linux never restarts
 //!   a few calls (`nanosleep`, `select`, `poll`, `epoll_wait`): they return
@@ -78,8 +87,10 @@ use std::time::Duration;
 use super::fork::ForkSafeLock;
 
 use super::VmprofError;
+use super::clock::Clock;
 use super::format::{
-    Encoder, MAX_INTERP_NAME, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, PROFILE_LINES, Timeval,
+    Encoder, MAX_INTERP_NAME, META_CLOCK, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, META_RECORDS,
+    META_SIGNALS, PROFILE_LINES, Timeval,
 };
 use super::frame_view::with_current_view;
 use super::ring::SampleRing;
@@ -107,8 +118,9 @@ pub struct EnableOptions {
     pub interp_name: String,
     /// Extra META records. Keys must differ from each other and from the
     /// ones always written: `os`, `bits`, `interp`, `start_time`,
-    /// `period_us`, and the cut-stack ones written at the end
-    /// ([`META_CUT_SAMPLES`], [`META_CUT_FRAMES_MAX`]).
+    /// `period_us`, and the ones written at the end: the cut-stack ones
+    /// ([`META_CUT_SAMPLES`], [`META_CUT_FRAMES_MAX`]) and the clock's
+    /// ([`META_CLOCK`], [`META_SIGNALS`], [`META_RECORDS`]).
     pub meta: Vec<(String, String)>,
     /// Lines mode ([`PROFILE_LINES`](super::format::PROFILE_LINES)): every
     /// frame of every sample also records the line it is executing, read
@@ -140,6 +152,7 @@ impl EnableOptions {
         }
         let mut keys: Vec<&str> = BUILTIN_META_KEYS.to_vec();
         keys.extend([META_CUT_SAMPLES, META_CUT_FRAMES_MAX]);
+        keys.extend([META_CLOCK, META_SIGNALS, META_RECORDS]);
         for (key, _) in &self.meta {
             if keys.contains(&key.as_str()) {
                 return Err(VmprofError::DuplicateMetaKey(key.clone()));
@@ -202,10 +215,12 @@ pub(crate) fn enable_opening(
     }
     let file = open()?;
     install_handler_once()?;
+    let clock = super::clock::choose(options.interval);
     // Code retired during the last profile is named in no later one.
     super::registry::forget_retired();
     // No producer can run (sampling is off) and no consumer exists.
     RING.reset();
+    let preamble = Preamble { clock, ..preamble };
     let writer = WriterThread::spawn(file, preamble, &RING).map_err(|source| VmprofError::Io {
         context: "starting the writer thread",
         source,
@@ -216,7 +231,7 @@ pub(crate) fn enable_opening(
     LINES.store(options.lines, Ordering::SeqCst);
     SAMPLING.store(true, Ordering::SeqCst);
     set_profiling(true);
-    if let Err(error) = set_timer(options.interval) {
+    if let Err(error) = super::clock::start(clock, options.interval) {
         stop_sampling();
         // The writer still closes the file; its result is moot.
         let _ = writer.finish();
@@ -232,9 +247,8 @@ pub(crate) fn enable_opening(
 pub fn disable() -> Result<ProfileSummary, VmprofError> {
     let mut session = SESSION.lock();
     let writer = session.take().ok_or(VmprofError::NotEnabled)?;
-    // Stopping the timer cannot fail with valid arguments; sampling is off
-    // below either way, so a stray signal records nothing.
-    let _ = set_timer(Duration::ZERO);
+    // Sampling is off below either way, so a stray signal records nothing.
+    super::clock::stop();
     stop_sampling();
     match writer.finish() {
         Ok(Ok(summary)) => Ok(summary),
@@ -302,6 +316,8 @@ fn encode_preamble(options: &EnableOptions) -> Result<Preamble, VmprofError> {
     }
     Ok(Preamble {
         bytes: encoder.bytes().to_vec(),
+        // Chosen once the session may start (`enable_opening`).
+        clock: Clock::ProcessTimer,
     })
 }
 
@@ -328,28 +344,6 @@ fn install_handler_once() -> Result<(), VmprofError> {
         });
     }
     HANDLER_INSTALLED.store(true, Ordering::SeqCst);
-    Ok(())
-}
-
-/// Arms `ITIMER_PROF` with `interval` (zero disarms it).
-fn set_timer(interval: Duration) -> Result<(), VmprofError> {
-    let tv = libc::timeval {
-        // At most 1 s (MAX_INTERVAL): both fields fit any C type.
-        tv_sec: interval.as_secs() as libc::time_t,
-        tv_usec: interval.subsec_micros() as libc::suseconds_t,
-    };
-    let timer = libc::itimerval {
-        it_interval: tv,
-        it_value: tv,
-    };
-    // SAFETY: `timer` is a valid itimerval; the old value is not requested.
-    let result = unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) };
-    if result != 0 {
-        return Err(VmprofError::Os {
-            call: "setitimer(ITIMER_PROF)",
-            source: std::io::Error::last_os_error(),
-        });
-    }
     Ok(())
 }
 
@@ -413,7 +407,7 @@ pub unsafe fn set_thread_filter(filter: Option<extern "C" fn() -> bool>) {
 /// The SIGPROF handler. Async-signal-safe; see the module docs.
 extern "C" fn on_sigprof(
     _signal: libc::c_int,
-    _info: *mut libc::siginfo_t,
+    info: *mut libc::siginfo_t,
     context: *mut libc::c_void,
 ) {
     // SAFETY: __errno_location returns this thread's errno slot, always
@@ -426,20 +420,20 @@ extern "C" fn on_sigprof(
     let admitted = filter.is_null()
         || unsafe { std::mem::transmute::<*mut (), extern "C" fn() -> bool>(filter)() };
     if admitted {
-        sample_current_thread(context);
+        sample_current_thread(info, context);
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
 
-fn sample_current_thread(context: *mut libc::c_void) {
+fn sample_current_thread(info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     if !RING.try_claim() {
         RING.count_busy_drop();
         return;
     }
     // Checked after claiming, so `stop_sampling` can wait for the claim.
     if SAMPLING.load(Ordering::SeqCst) {
-        record_claimed(context);
+        record_claimed(info, context);
     }
     RING.release_claim();
 }
@@ -468,16 +462,27 @@ fn interrupted_pc(context: *mut libc::c_void) -> Option<usize> {
 }
 // ANCHOR_END: interrupted_pc
 
-/// Records the current thread's stack; the caller holds the ring's claim,
-/// which also serialises the CPU-time accounting.
-fn record_claimed(context: *mut libc::c_void) {
+/// The weight of this signal's sample: how many intervals it stands for
+/// (see the module docs), 0 for none. The caller holds the ring's claim,
+/// which serialises the process timer's accounting.
+fn weight_of(info: *mut libc::siginfo_t) -> u64 {
+    match super::clock::running() {
+        Some(Clock::ThreadCpu) => {
+            // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO
+            // handler (null is checked anyway); only `si_code` is read.
+            let code = unsafe { info.as_ref() }.map_or(0, |i| i.si_code);
+            return u64::from(code == POLL_IN);
+        }
+        Some(Clock::ProcessTimer) => {}
+        None => return 0,
+    }
     let period = PERIOD_NS.load(Ordering::Relaxed).max(1);
     let now = process_cpu_ns();
     let accounted = ACCOUNTED_CPU_NS.load(Ordering::Relaxed);
     let elapsed = now.saturating_sub(accounted);
     let periods = elapsed / period;
     if periods == 0 {
-        return;
+        return 0;
     }
     let max_periods = (MAX_WEIGHT_NS / period).max(1);
     let weight = periods.min(max_periods);
@@ -487,8 +492,19 @@ fn record_claimed(context: *mut libc::c_void) {
         accounted + periods * period
     };
     ACCOUNTED_CPU_NS.store(new_accounted, Ordering::Relaxed);
+    weight
+}
+
+/// `si_code` of a signal from a perf event's file (`POLL_IN`).
+const POLL_IN: libc::c_int = linux_raw_sys::general::POLL_IN as libc::c_int;
+
+/// Records the current thread's stack; the caller holds the ring's claim.
+fn record_claimed(info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    let weight = weight_of(info) as usize;
+    if weight == 0 {
+        return;
+    }
     let thread_id = current_thread_id();
-    let weight = weight as usize;
     let lines = LINES.load(Ordering::Relaxed);
     // Not running VM code (depth 0): no empty samples (readers would count
     // them towards the root). In lines mode each frame is two words, `id,

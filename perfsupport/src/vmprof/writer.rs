@@ -23,7 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use super::format::{Encoder, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, Timeval};
+use super::clock::Clock;
+use super::format::{
+    Encoder, META_CLOCK, META_CUT_FRAMES_MAX, META_CUT_SAMPLES, META_RECORDS, META_SIGNALS, Timeval,
+};
 use super::registry::for_each_code_from;
 use super::ring::{RING_WORDS, RingSample, SampleRing};
 
@@ -61,6 +64,8 @@ pub struct ProfileSummary {
 /// The header part of a profile, encoded by `enable` and written first.
 pub(crate) struct Preamble {
     pub bytes: Vec<u8>,
+    /// The clock the session samples with (META `clock` at the end).
+    pub clock: Clock,
 }
 
 /// A running writer thread.
@@ -136,6 +141,7 @@ impl Session {
 
     fn run(&mut self, preamble: Preamble, stop: &AtomicBool) -> io::Result<ProfileSummary> {
         self.emit(&preamble.bytes);
+        let preamble_clock = preamble.clock;
         loop {
             // Read the flag before draining: once it is set the sampler has
             // stopped, so this round gets every remaining sample.
@@ -152,6 +158,13 @@ impl Session {
             });
         }
         self.encoder.clear();
+        self.summary.dropped_full = self.ring.dropped_full();
+        self.summary.dropped_busy = self.ring.dropped_busy();
+        let signals = self.summary.signals + self.summary.dropped_full + self.summary.dropped_busy;
+        self.encoder.meta(META_CLOCK, preamble_clock.name());
+        self.encoder.meta(META_SIGNALS, &signals.to_string());
+        self.encoder
+            .meta(META_RECORDS, &self.summary.samples.to_string());
         if self.summary.cut_samples > 0 {
             let (samples, frames) = (self.summary.cut_samples, self.summary.cut_frames_max);
             self.encoder.meta(META_CUT_SAMPLES, &samples.to_string());
@@ -160,8 +173,6 @@ impl Session {
         self.encoder.trailer(Timeval::now());
         let trailer = std::mem::take(&mut self.encoder);
         self.emit(trailer.bytes());
-        self.summary.dropped_full = self.ring.dropped_full();
-        self.summary.dropped_busy = self.ring.dropped_busy();
         match self.error.take() {
             Some(error) => Err(error),
             None => Ok(self.summary),

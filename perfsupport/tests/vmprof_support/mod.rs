@@ -73,8 +73,11 @@ fn clock(id: libc::clockid_t) -> Duration {
 pub fn burn(cpu: Duration) {
     let end = thread_cpu_time() + cpu;
     let mut x = 1u64;
+    // Reading the clock is a system call: done rarely, so that the work is
+    // user-space time, which is what per-thread sampling clocks count
+    // (`exclude_kernel`, see `perfsupport::vmprof::clock`).
     while thread_cpu_time() < end {
-        for _ in 0..1000 {
+        for _ in 0..20_000 {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
     }
