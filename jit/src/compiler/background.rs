@@ -19,8 +19,10 @@
 //! table, the countdowns and the diagnostics writer are touched only on
 //! the interpreter's thread, at its tier-up hooks (the safe points).
 //!
-//! `--vmprof`: `SIGPROF` is process-wide, so its samples land on this
-//! thread too, in proportion to the CPU time it burns. While it compiles,
+//! `--vmprof`: this thread joins the sampler's threads
+//! (`perfsupport::vmprof::join_current_thread`: its own CPU clock, or the
+//! process-wide timer's share), so its samples land here in proportion to
+//! the CPU time it burns. While it compiles,
 //! the thread's shadow stack holds `<main>` and [`COMPILER_FRAME`] (class
 //! `jit`), so those samples show compile time as what it is, never inside
 //! a Toy function; `vm::vmprof` names the frame in the file's metadata.
@@ -109,6 +111,7 @@ impl Background {
         let thread = perfsupport::threads::spawn_helper(THREAD_NAME, move || {
             let main = program.vmprof_main();
             let frame = compiler_frame();
+            vmprof::join_current_thread();
             let mut compiler = compiler;
             let mut next = None;
             while let Some(request) = next.take().or_else(|| inbox.recv().ok()) {
@@ -134,6 +137,7 @@ impl Background {
                     break;
                 }
             }
+            vmprof::leave_current_thread();
             compiler
         })
         .map_err(|e| format!("cannot start the compiler thread: {e}"))?;
