@@ -29,11 +29,14 @@
 //! # SIGPROF ownership
 //!
 //! `perfsupport_vmprof_enable` installs a process-wide `SIGPROF` handler
-//! (once; it stays installed, idle, after disable) and arms
-//! `setitimer(ITIMER_PROF)`. While profiling, the process must not use
-//! SIGPROF or `ITIMER_PROF` for anything else (no second SIGPROF profiler,
-//! no gperftools CPU profiler). Threads should not block SIGPROF if they
-//! are to be sampled. One session per process.
+//! (once; it stays installed, idle, after disable) and starts a CPU clock
+//! for each attached thread and the enabling one (a perf event that
+//! signals its own thread; where perf events are refused,
+//! `setitimer(ITIMER_PROF)` for the process: `perfsupport::vmprof::clock`).
+//! While profiling, the process must not use SIGPROF or `ITIMER_PROF` for
+//! anything else (no second SIGPROF profiler, no gperftools CPU profiler).
+//! Threads should not block SIGPROF if they are to be sampled. One session
+//! per process.
 
 use super::cstr;
 use super::error::{Error, PERFSUPPORT_EINVAL, PERFSUPPORT_EIO, PERFSUPPORT_EOPEN, guard};
