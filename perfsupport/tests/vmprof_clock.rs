@@ -7,23 +7,15 @@
 //! One profile per process at a time: the scenarios run in order, in one
 //! test.
 
+mod vmprof_support;
+
 use std::path::Path;
 use std::time::Duration;
 
 use perfsupport::vmprof::{
     self, Clock, EnableOptions, META_CLOCK, META_RECORDS, META_SIGNALS, read_profile,
 };
-
-/// The calling thread's CPU time.
-fn thread_cpu() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
-}
+use vmprof_support::thread_cpu_time as thread_cpu;
 
 /// Burns `cpu` of this thread's CPU time in user space, inside code
 /// object `id`; returns the CPU time it took.

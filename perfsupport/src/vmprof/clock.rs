@@ -82,11 +82,10 @@ pub(super) fn running() -> Option<Clock> {
     }
 }
 
-/// A joined thread: its id, how many joins it holds, its clock while a
-/// profile with per-thread clocks runs.
+/// A joined thread (its joins are counted in its own `JOINS`): its id, and
+/// its clock while a profile with per-thread clocks runs.
 struct Joined {
     tid: libc::pid_t,
-    joins: usize,
     event: Option<OwnedFd>,
 }
 
@@ -115,45 +114,36 @@ thread_local! {
 /// from now on (see the module docs). Joins nest; each needs a
 /// [`leave_current_thread`].
 pub fn join_current_thread() {
-    let joins = JOINS.with(|j| {
+    let first = JOINS.with(|j| {
         j.set(j.get() + 1);
-        j.get()
+        j.get() == 1
     });
-    let tid = current_tid();
-    let mut threads = THREADS.lock();
-    if joins > 1
-        && let Some(entry) = threads.joined.iter_mut().find(|t| t.tid == tid)
-    {
-        entry.joins += 1;
+    if !first {
         return;
     }
+    let tid = current_tid();
+    let mut threads = THREADS.lock();
     // A thread whose clock cannot be opened (no file descriptors left) is
     // not sampled; the others are.
     let event = threads.period.and_then(|period| open(tid, period).ok());
-    threads.joined.push(Joined {
-        tid,
-        joins: 1,
-        event,
-    });
+    threads.joined.push(Joined { tid, event });
 }
 
 /// Undoes one [`join_current_thread`]; the last one closes the thread's
 /// clock. (Also from thread-local destructors: `JOINS` has none.)
 pub fn leave_current_thread() {
-    let left = JOINS
+    let last = JOINS
         .try_with(|j| {
             j.set(j.get().saturating_sub(1));
             j.get() == 0
         })
         .unwrap_or(true);
+    if !last {
+        return;
+    }
     let tid = current_tid();
     let mut threads = THREADS.lock();
-    if let Some(at) = threads.joined.iter().position(|t| t.tid == tid) {
-        threads.joined[at].joins = threads.joined[at].joins.saturating_sub(1);
-        if left || threads.joined[at].joins == 0 {
-            threads.joined.swap_remove(at);
-        }
-    }
+    threads.joined.retain(|t| t.tid != tid);
 }
 
 /// The clock a profile sampling every `interval` will use: per-thread
@@ -217,11 +207,9 @@ pub(super) fn forget_parent_threads(threads: &mut Threads) {
     threads.joined.clear();
     threads.period = None;
     threads.enabler = None;
-    let joins = JOINS.try_with(Cell::get).unwrap_or(0);
-    if joins > 0 {
+    if JOINS.try_with(Cell::get).unwrap_or(0) > 0 {
         threads.joined.push(Joined {
             tid: current_tid(),
-            joins,
             event: None,
         });
     }
@@ -309,8 +297,7 @@ fn set_process_timer(interval: Duration) -> Result<(), VmprofError> {
     Ok(())
 }
 
-/// The calling thread's id (a bare system call).
+/// The calling thread's id.
 fn current_tid() -> libc::pid_t {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
+    crate::os::current_tid() as libc::pid_t
 }
