@@ -158,6 +158,14 @@ struct RunArgs {
     #[arg(long, value_name = "LINE:NANOS")]
     slow_line: Vec<vm::driver::SlowLine>,
 
+    /// After the run, print on stderr how many times control entered each
+    /// --slow-line line (`slow-line: line 10 (work): 60000 entries`), the
+    /// ground truth a profile's shares are predicted from. Counted by the
+    /// interpreter, so it needs --no-jit (the count is the program's, the
+    /// same in every tier).
+    #[arg(long, requires = "slow_line", requires = "no_jit")]
+    slow_line_counts: bool,
+
     /// The call-depth limit (at least 1): deeper calls stop the script
     /// with an error.
     #[arg(long, value_name = "N", default_value_t = vm::driver::DEFAULT_MAX_DEPTH as u64,
@@ -356,7 +364,16 @@ fn run_script(run: RunArgs) -> Result<u8, ()> {
         on_output,
         ..vm::driver::Options::default()
     };
-    Ok(vm::driver::run(&module, args, &options) as u8)
+    let status = vm::driver::run(&module, args, &options) as u8;
+    if run.slow_line_counts {
+        for (line, functions, entries) in vm::driver::slow_line_entries(&module) {
+            eprintln!(
+                "slow-line: line {line} ({}): {entries} entries",
+                functions.join(", ")
+            );
+        }
+    }
+    Ok(status)
 }
 
 /// [`load`], then `--slow-line`'s spins placed (none for no requests).

@@ -174,3 +174,54 @@ fn bad_values_are_refused_with_a_clear_error() {
     refused("0:100", "is not a line number");
     refused("5", "is not LINE:NANOS");
 }
+
+#[test]
+fn the_interpreter_counts_the_entries_the_experiment_predicts_from() {
+    let dir = dir("counts");
+    let n = N.to_string();
+    let run = toyvm_in(
+        &dir.dir,
+        &[
+            "run",
+            "--no-jit",
+            "--slow-line",
+            "2:1",
+            "--slow-line",
+            "10:1",
+            "--slow-line-counts",
+            "work.toy",
+            &n,
+        ],
+        &[],
+    );
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    // Line 2 is entered once per call of `step`, line 10 once per
+    // iteration of `work`'s loop: N each per call of `work`.
+    assert!(
+        run.stderr
+            .contains(&format!("slow-line: line 2 (step): {ENTRIES} entries\n")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains(&format!("slow-line: line 10 (work): {ENTRIES} entries\n")),
+        "{}",
+        run.stderr
+    );
+    // Compiled code does not count, so the count asks for the interpreter.
+    let refused = toyvm_in(
+        &dir.dir,
+        &[
+            "run",
+            "--slow-line",
+            "2:1",
+            "--slow-line-counts",
+            "work.toy",
+            &n,
+        ],
+        &[],
+    );
+    assert_ne!(refused.status, Some(0));
+    assert!(refused.stderr.contains("--no-jit"), "{}", refused.stderr);
+}

@@ -55,8 +55,10 @@ fn the_report_names_the_clock_and_its_signals() {
         "{signals} signals over {:.3} s of CPU: {per_second:.0}/s",
         run.cpu
     );
+    // Within 10% both ways: one clock per thread (a thread that started
+    // the profile and then joined once had two, and every sample twice).
     assert!(
-        per_second >= 900.0,
+        (900.0..=1100.0).contains(&per_second),
         "{per_second:.0} signals per CPU second at 1000 µs"
     );
 

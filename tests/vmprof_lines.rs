@@ -119,6 +119,17 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
             Some((line, own))
         });
     share(&format!("{name}, toyvm report"), rows);
+    // `toyvm report --folded --lines`: each frame `function:LINE`; the
+    // leaves in work by line.
+    let folded = toyvm(&["report", "--folded", "--lines", path_arg]);
+    assert_eq!(folded.status, Some(0), "{}", folded.stderr);
+    let leaves = folded.stdout.lines().filter_map(|l| {
+        let (stack, n) = l.rsplit_once(' ')?;
+        let (function, line) = stack.rsplit(';').next()?.rsplit_once(':')?;
+        (function == "work").then_some(())?;
+        Some((line.parse().ok()?, n.parse().ok()?))
+    });
+    share(&format!("{name}, toyvm report --folded --lines"), leaves);
     assert!(
         text.contains("h = (h * 31 + i) % 1000003;"),
         "the source text is shown:\n{text}"

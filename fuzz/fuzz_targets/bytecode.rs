@@ -113,6 +113,7 @@ fn module(u: &mut Unstructured<'_>) -> Result<Module> {
         strings,
         types,
         source: "x\n".into(),
+        ..Module::default()
     })
 }
 

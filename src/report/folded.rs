@@ -9,6 +9,14 @@ use super::load::VmProfile;
 /// One line per distinct stack, root first, frames joined by `;`, then a
 /// space and the number of samples; sorted by stack.
 pub fn folded_lines(profile: &VmProfile) -> Vec<String> {
+    folded_stacks(profile, false)
+}
+
+/// [`folded_lines`], and `with_lines` names each frame `name:LINE`, the
+/// line it was executing (`name:?` where unknown): `report --folded
+/// --lines`, the input of a line-level flame graph, for a profile recorded
+/// in lines mode.
+pub fn folded_stacks(profile: &VmProfile, with_lines: bool) -> Vec<String> {
     let names: Vec<String> = profile
         .frames
         .iter()
@@ -16,8 +24,13 @@ pub fn folded_lines(profile: &VmProfile) -> Vec<String> {
         .collect();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for stack in profile.stacks.iter().filter(|s| !s.frames.is_empty()) {
-        let key = (stack.frames.iter())
-            .map(|&f| names[f].as_str())
+        let frame = |(depth, &f): (usize, &usize)| match stack.lines.get(depth) {
+            Some(&line) if with_lines && line > 0 => format!("{}:{line}", names[f]),
+            _ if with_lines => format!("{}:?", names[f]),
+            _ => names[f].clone(),
+        };
+        let key = (stack.frames.iter().enumerate())
+            .map(frame)
             .collect::<Vec<_>>()
             .join(";");
         *counts.entry(key).or_default() += stack.count;
@@ -28,9 +41,9 @@ pub fn folded_lines(profile: &VmProfile) -> Vec<String> {
         .collect()
 }
 
-/// Writes [`folded_lines`] to `out`, one per line.
-pub fn write_folded(profile: &VmProfile, out: &mut dyn Write) -> std::io::Result<()> {
-    for line in folded_lines(profile) {
+/// Writes [`folded_stacks`] to `out`, one per line.
+pub fn write_folded(profile: &VmProfile, lines: bool, out: &mut dyn Write) -> std::io::Result<()> {
+    for line in folded_stacks(profile, lines) {
         out.write_all(line.as_bytes())?;
         out.write_all(b"\n")?;
     }

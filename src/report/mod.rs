@@ -52,8 +52,9 @@ pub struct ReportArgs {
 
     /// Also print the hottest lines of each function, with their source
     /// text (text format; a profile recorded with `run --vmprof-lines`; the
-    /// source files are read from where the profile names them).
-    #[arg(long, conflicts_with = "folded")]
+    /// source files are read from where the profile names them). With
+    /// --folded, name each frame `function:LINE` (a line-level flame graph).
+    #[arg(long)]
     lines: bool,
 
     /// Also write an SVG flame graph to OUT (with --diff: a differential
@@ -122,6 +123,13 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
         return Ok(0);
     }
     let profile = &profile.profile;
+    if args.lines && format == Format::Folded && !profile.has_lines {
+        say!(
+            "error: {}: --folded --lines needs a profile recorded with `toyvm run --vmprof FILE --vmprof-lines`",
+            args.file.display()
+        );
+        return Err(());
+    }
     let written = emit(&args, |out| match format {
         Format::Text => {
             out.write_all(text::render(profile, args.min_percent).as_bytes())?;
@@ -132,14 +140,14 @@ pub fn run(args: ReportArgs) -> Result<u8, ()> {
             }
             Ok(())
         }
-        Format::Folded => folded::write_folded(profile, out),
+        Format::Folded => folded::write_folded(profile, args.lines, out),
         Format::Pprof => export::pprof::write(profile, out),
         Format::Firefox => export::firefox::write(profile, &profile.order, out),
         Format::Speedscope => export::speedscope::write(profile, out),
     });
     written?;
     if let Some(svg) = &args.flamegraph {
-        draw(&folded::folded_lines(profile), profile, svg)?;
+        draw(&folded::folded_stacks(profile, args.lines), profile, svg)?;
         say!("wrote the flame graph to {}", svg.display());
     }
     Ok(0)
@@ -150,8 +158,11 @@ fn refused(args: &ReportArgs, format: Format) -> Option<String> {
     if format == Format::Pprof && args.output.is_none() {
         return Some("--format pprof writes binary data: give the file with -o FILE".into());
     }
-    if args.lines && format != Format::Text {
-        return Some("--lines goes with the text report (--format text)".into());
+    if args.lines && !matches!(format, Format::Text | Format::Folded) {
+        return Some(
+            "--lines goes with the text report or collapsed stacks (--format text or folded)"
+                .into(),
+        );
     }
     if args.diff.is_some() && (format != Format::Text || args.lines) {
         return Some("--diff writes a text report (and with --flamegraph a differential flame graph); it takes no --format, --folded or --lines".into());

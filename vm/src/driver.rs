@@ -165,6 +165,13 @@ pub fn slow_lines(module: &mut Module, requests: &[SlowLine]) -> Result<(), Stri
     bytecode::verify(module).map_err(|e| format!("internal error after --slow-line: {e}"))
 }
 
+/// `--slow-line-counts`: each slowed line, the functions it is in and how
+/// often the interpreter entered it
+/// ([`crate::front::slow_line::entries`]).
+pub fn slow_line_entries(module: &Module) -> Vec<(u32, Vec<&str>, u64)> {
+    crate::front::slow_line::entries(module)
+}
+
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
 pub fn run(module: &Module, args: Vec<String>, options: &Options) -> i32 {

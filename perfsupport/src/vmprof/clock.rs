@@ -94,8 +94,10 @@ pub(super) struct Threads {
     joined: Vec<Joined>,
     /// The interval of the running per-thread profile, else `None`.
     period: Option<Duration>,
-    /// The enabling thread's clock, when it has not joined.
-    enabler: Option<OwnedFd>,
+    /// The thread that started the running profile, and its clock while
+    /// it has not joined (a joined thread's clock is in `joined`: one
+    /// clock per thread, or its samples would count twice).
+    enabler: Option<Joined>,
 }
 
 /// Taken after the session's lock, before anything else (see `fork`).
@@ -123,9 +125,14 @@ pub fn join_current_thread() {
     }
     let tid = current_tid();
     let mut threads = THREADS.lock();
-    // A thread whose clock cannot be opened (no file descriptors left) is
+    let period = threads.period;
+    // The enabling thread already has its clock: it moves. Another
+    // thread whose clock cannot be opened (no file descriptors left) is
     // not sampled; the others are.
-    let event = threads.period.and_then(|period| open(tid, period).ok());
+    let event = match threads.enabler.as_mut().filter(|e| e.tid == tid) {
+        Some(enabler) => enabler.event.take(),
+        None => period.and_then(|period| open(tid, period).ok()),
+    };
     threads.joined.push(Joined { tid, event });
 }
 
@@ -143,7 +150,15 @@ pub fn leave_current_thread() {
     }
     let tid = current_tid();
     let mut threads = THREADS.lock();
-    threads.joined.retain(|t| t.tid != tid);
+    let Some(at) = threads.joined.iter().position(|t| t.tid == tid) else {
+        return;
+    };
+    let left = threads.joined.swap_remove(at);
+    // The enabling thread is sampled until the profile stops, joined or
+    // not.
+    if let Some(enabler) = threads.enabler.as_mut().filter(|e| e.tid == tid) {
+        enabler.event = left.event;
+    }
 }
 
 /// The clock a profile sampling every `interval` will use: per-thread
@@ -170,9 +185,11 @@ pub(super) fn start(clock: Clock, interval: Duration) -> Result<(), VmprofError>
             for entry in &mut threads.joined {
                 entry.event = open(entry.tid, interval).ok();
             }
-            if !threads.joined.iter().any(|t| t.tid == me) {
-                threads.enabler = open(me, interval).ok();
-            }
+            let joined = threads.joined.iter().any(|t| t.tid == me);
+            threads.enabler = Some(Joined {
+                tid: me,
+                event: (!joined).then(|| open(me, interval).ok()).flatten(),
+            });
         }
         Clock::ProcessTimer => set_process_timer(interval)?,
     }

@@ -388,6 +388,49 @@ pub struct Module {
     pub types: Vec<Type>,
     /// The script's text (the disassembler shows its lines); may be empty.
     pub source: String,
+    /// How often the interpreter entered each `--slow-line` line (see
+    /// [`LineEntries`]); empty without `--slow-line`.
+    pub line_entries: LineEntries,
+}
+
+/// Entries counted per script line, by the interpreter's [`Op::Spin`]: the
+/// ground truth of the slowdown experiment (`toyvm run --no-jit
+/// --slow-line L:N --slow-line-counts`), from which a profile's predicted
+/// shares follow. Compiled code does not count: a count is a property of
+/// the program's run, the same in every tier, so the interpreter's is the
+/// one to take. Atomic so that a shared `Module` can count (one thread
+/// runs a VM's code; `Relaxed` is enough).
+#[derive(Debug, Default)]
+pub struct LineEntries(Box<[std::sync::atomic::AtomicU64]>);
+
+impl LineEntries {
+    /// Counters for lines `0..lines`, all zero.
+    pub fn new(lines: usize) -> LineEntries {
+        LineEntries((0..lines).map(|_| Default::default()).collect())
+    }
+
+    /// Counts one entry into `line` (nothing for a line out of range).
+    pub fn count(&self, line: u32) {
+        if let Some(n) = self.0.get(line as usize) {
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Entries into `line` so far.
+    pub fn get(&self, line: u32) -> u64 {
+        (self.0.get(line as usize)).map_or(0, |n| n.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Clone for LineEntries {
+    /// A copy of the counts as they are now.
+    fn clone(&self) -> LineEntries {
+        LineEntries(
+            (self.0.iter())
+                .map(|n| n.load(std::sync::atomic::Ordering::Relaxed).into())
+                .collect(),
+        )
+    }
 }
 
 impl Module {

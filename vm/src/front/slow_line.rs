@@ -56,6 +56,25 @@ impl std::str::FromStr for SlowLine {
     }
 }
 
+/// Each slowed line of `module` with the functions whose code it is in
+/// and the entries the interpreter counted ([`crate::bytecode::LineEntries`]):
+/// what `--slow-line-counts` prints.
+pub fn entries(module: &Module) -> Vec<(u32, Vec<&str>, u64)> {
+    let mut lines = std::collections::BTreeMap::<u32, Vec<&str>>::new();
+    for f in &module.functions {
+        for (op, span) in f.code.iter().zip(&f.spans) {
+            let names = lines.entry(span.line).or_default();
+            if matches!(op, Op::Spin { .. }) && !names.contains(&f.name.as_str()) {
+                names.push(&f.name);
+            }
+        }
+    }
+    (lines.into_iter())
+        .filter(|(_, names)| !names.is_empty())
+        .map(|(line, names)| (line, names, module.line_entries.get(line)))
+        .collect()
+}
+
 /// Places the spins `requests` ask for into `module`, `iterations_per_ns`
 /// turning nanoseconds into [`crate::runtime::spin`] iterations. A line
 /// asked for twice adds both. Errors name the first request that cannot
@@ -91,6 +110,7 @@ pub fn apply(
     for f in &mut module.functions {
         instrument(f, &per_line)?;
     }
+    module.line_entries = crate::bytecode::LineEntries::new(lines as usize + 1);
     Ok(())
 }
 

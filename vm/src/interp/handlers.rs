@@ -97,6 +97,19 @@ unsafe fn index_of(ip: *const Op, cx: &Activation<'_>) -> usize {
     unsafe { ip.byte_offset_from(cx.code) as usize / STRIDE }
 }
 
+/// Counts an entry into the line of the `Spin` at `ip`
+/// ([`crate::bytecode::LineEntries`]).
+#[inline(always)]
+unsafe fn count_entry(ip: *const Op, cx: &Activation<'_>) {
+    // SAFETY: `module` is a shared reference the VM holds for its life;
+    // `ip` is an instruction of `cx.func`, whose spans parallel its code.
+    unsafe {
+        let module = (*cx.vm).module;
+        let line = module.functions[cx.func as usize].spans[index_of(ip, cx)].line;
+        module.line_entries.count(line);
+    }
+}
+
 /// Runs the activation `cx` from instruction 0 in the frame `regs`.
 ///
 /// # Safety
@@ -449,7 +462,10 @@ handlers! { |regs, ip, cx|
     Sqrt { dst, src } => regs.set_flt(dst, regs.flt(src).sqrt()),
 
     // --- `--slow-line`: the constant is a verified spin count ---
-    Spin { k } => spin(*cx.consts.add(k as usize)),
+    Spin { k } => {
+        spin(*cx.consts.add(k as usize));
+        count_entry(ip, cx);
+    }
 }
 
 /// The handler of every `slow` instruction: runs it out of line

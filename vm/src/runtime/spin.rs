@@ -86,12 +86,16 @@ pub fn spin(rounds: u64) {
 }
 
 /// How many rounds of [`spin`] this thread runs per nanosecond of its
-/// own CPU time: the best of a few short runs (about 2 ms each), so a
-/// preemption or a cold cache cannot make the loop look slower than it is.
+/// own CPU time: the best of ten short runs (about 0.2 ms each), so a
+/// preemption or a cold cache cannot make the loop look slower than it is
+/// (the rate then varies by about 2% from process to process).
+/// About 2.5 ms in all: time the slowdown experiment adds outside the
+/// slowed lines, so it is kept small against any run worth profiling (it
+/// was 10 ms, 1.4 points of a 0.7 s run's share predictions).
 pub fn iterations_per_ns() -> f64 {
-    const ROUND: u64 = 500_000;
-    spin(ROUND / 4); // warm up: frequency, caches
-    let best_ns = (0..5)
+    const ROUND: u64 = 50_000;
+    spin(ROUND * 2); // warm up: frequency, caches
+    let best_ns = (0..10)
         .map(|_| {
             let start = thread_cpu_ns();
             spin(ROUND);

@@ -67,6 +67,7 @@ pub fn compile(program: &Program, path: &str) -> Result<Module> {
         strings: shared.strings,
         types: shared.types,
         source: String::new(),
+        line_entries: Default::default(),
     })
 }
 
