@@ -503,9 +503,7 @@ def main():
     parser.add_argument("--experiments", default=None)
     parser.add_argument("--json", default=None)
     opts = parser.parse_args()
-    toyvm = opts.toyvm or os.path.join(
-        subprocess.run([os.path.join(ROOT, "tools", "cargo-target-dir")], capture_output=True,
-                       text=True, check=True).stdout.strip(), "release", "toyvm")
+    toyvm = opts.toyvm or default_toyvm()
     routes = (opts.routes.split(",") if opts.routes
               else SHORT_ROUTES if opts.short else ROUTES)
     names = (opts.experiments.split(",") if opts.experiments
@@ -578,6 +576,21 @@ def main():
         print("too few samples to judge within 3 points with a chance failure under 1/1000: "
               "run longer (--seconds, --pairs, --profiles)")
         sys.exit(1)
+
+
+def default_toyvm():
+    """The release toyvm Cargo built for this checkout, else the `toyvm` on
+    PATH (the book's reader runs this in a copy of the repository, with
+    toyvm on PATH and no build of its own)."""
+    found = subprocess.run([os.path.join(ROOT, "tools", "cargo-target-dir")],
+                           capture_output=True, text=True)
+    built = os.path.join(found.stdout.strip(), "release", "toyvm")
+    if found.returncode == 0 and os.access(built, os.X_OK):
+        return built
+    on_path = shutil.which("toyvm")
+    if on_path is None:
+        die("no toyvm: build it (cargo build --release) or give --toyvm PATH")
+    return on_path
 
 
 def same_layout_every_run():
