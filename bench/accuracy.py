@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Is the profile right? The slowdown experiment, on every profile route.
 
-Usage:  bench/accuracy.py [--toyvm PATH] [--short] [--seconds S] [--runs N]
-                          [--routes R,R...] [--tiers T,T...] [--experiments E,E...]
-                          [--json FILE]
+Usage:  bench/accuracy.py [--toyvm PATH] [--short] [--seconds S] [--pairs N]
+                          [--profiles K] [--routes R,R...] [--tiers T,T...]
+                          [--experiments E,E...] [--json FILE]
 
 Mytkowicz et al. (PLDI 2010): add a known amount of work in one place and
 check that the profile moves as predicted. `toyvm run --slow-line LINE:NANOS`
@@ -152,6 +152,12 @@ class Work:
         with open(os.path.join(self.dir, "perfconfig"), "w") as f:
             f.write(f"[buildid]\n\tdir = {self.dir}/buildid\n")
         self.env = dict(os.environ, PERF_CONFIG=f"{self.dir}/perfconfig", DEBUGINFOD_URLS="")
+        self.made = 0
+
+    def tag(self, route):
+        """A new name for one profiled run's files."""
+        self.made += 1
+        return f"{route}-{self.made}"
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -244,8 +250,7 @@ def perf_samples(work, data, srcline):
 
 def perf_route(work, toyvm, route, tier, script, args, slow):
     """Profiles one run with perf: (functions, lines) per sample."""
-    tag = f"{route}-{len(work.runs)}"
-    work.runs.append(tag)
+    tag = work.tag(route)
     data = work.path(f"{tag}.data")
     record = ["perf", "record", "-q", "-e", "cpu-clock", "-c", str(SAMPLE_PERIOD_US * 1000),
               "-g", "-o", data]
@@ -272,8 +277,7 @@ def perf_route(work, toyvm, route, tier, script, args, slow):
 
 def vmprof_route(work, toyvm, route, tier, script, args, slow):
     """Profiles one run with vmprof: (functions, lines) per sample."""
-    tag = f"{route}-{len(work.runs)}"
-    work.runs.append(tag)
+    tag = work.tag(route)
     prof = work.path(f"{tag}.prof")
     lines = route == "vmprof-lines"
     argv = [toyvm, "run", "--vmprof", prof, "--vmprof-interval-us", str(SAMPLE_PERIOD_US)]
@@ -452,6 +456,9 @@ class Block:
         self.summary = (f"T0 {t0:.3f} s, T1 {t1:.3f} s, T0/T1 {r:.4f} "
                         f"(sd {s_r:.4f} over {len(self.pairs)} pairs)")
         uniform = spec["lines"] == "all"
+        if uniform:
+            self.summary += (f"; {self.nanos} ns asked per entry, "
+                             f"{1e9 * (t1 - t0) / self.total_entries:.0f} ns added")
         # The fraction of the added time each function (or line) gets: its
         # entries' share of all entries.
         added = {}
@@ -524,7 +531,6 @@ def main():
         die("perf is not installed: give --routes vmprof,vmprof-lines")
     same_layout_every_run()
     work = Work()
-    work.runs = []
     print(f"{'comparison':<36} {'share0':>6} {'pred':>6} {'share1':>6} {'diff':>6} "
           f"{'u_c':>5} {'p_chance':>9}", flush=True)
     results = []
@@ -551,11 +557,6 @@ def main():
                     comparisons = block.comparisons()
                 print(f"# {name} {tier}: rounds {block.args[0]}, {block.nanos} ns x "
                       f"{block.total_entries} entries; {block.summary}", flush=True)
-                if EXPERIMENTS[name]["lines"] == "all":
-                    t0 = statistics.fmean([a for a, _ in block.pairs])
-                    t1 = statistics.fmean([b for _, b in block.pairs])
-                    print(f"#   every line: {block.nanos} ns asked per entry, "
-                          f"{1e9 * (t1 - t0) / block.total_entries:.0f} ns added", flush=True)
                 for c in comparisons:
                     print(c.row(), flush=True)
                 results += comparisons

@@ -1,17 +1,16 @@
 //! Is the profile right? The short form of the slowdown experiment
-//! (`bench/accuracy.py --short`, issue 36), in the JIT tier only: the
-//! interpreter's CPU time varies too much between runs here (T0/T1 spread
-//! 0.02-0.04, against 0.01) for a judgement within 3 points at 1/1000 in a
-//! CI's minutes, and it failed as too noisy in 2 of 5 runs; the full
-//! harness covers `--no-jit`. One line of
-//! `bench/accuracy/mix.toy` slowed by `--slow-line`, in the JIT's default
-//! tiering and under `--no-jit`, and the perf map (frame pointers) and
-//! vmprof routes must move the function's share, and vmprof lines (JIT)
-//! the line's, to the predicted (share0 * T0 + (T1 - T0)) / T1 within 3
-//! points. (Interpreted vmprof lines are 3-4 points off today: the harness
-//! leaves them out of this form and says so; the full harness reports them.)
+//! (`bench/accuracy.py --short`, issue 36): line 25 of
+//! `bench/accuracy/mix.toy` slowed by `--slow-line` in the JIT's default
+//! tiering, and the perf map (frame pointers) and vmprof routes must move
+//! `other`'s share, and vmprof lines the line's, to the predicted
+//! (share0 * T0 + (T1 - T0)) / T1 within 3 points.
 //!
-//! The harness computes, for each of its five comparisons, the combined
+//! The JIT tier only: the interpreter's CPU time varies too much between
+//! runs here (spread of T0/T1 0.02-0.04 against 0.01) to judge within 3
+//! points at 1/1000 in a CI's minutes; with `--no-jit` this test failed as
+//! too noisy in 2 of 5 runs. The full harness covers `--no-jit`.
+//!
+//! The harness computes, for each of its three comparisons, the combined
 //! standard uncertainty u_c of the difference, from the sampling error (the
 //! larger of the binomial one and the spread of four profiled runs per
 //! condition) and the spread of the CPU times (eight pairs of runs), and
@@ -21,7 +20,7 @@
 //! then fails as too noisy to judge: a pass is a judgement the run had the
 //! samples to make, and a failure a real one with 999 chances in 1,000. Its
 //! output shows every term. The full table (every route, four experiments,
-//! the uniform slowdown) is `bench/accuracy.py`'s, in `bench/RESULTS.md`.
+//! both tiers, the uniform slowdown) is in `bench/RESULTS.md`.
 
 mod common;
 

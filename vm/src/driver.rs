@@ -166,11 +166,8 @@ pub fn slow_lines(module: &mut Module, requests: &[SlowLine]) -> Result<(), Stri
 }
 
 /// `--slow-line-counts`: each slowed line, the functions it is in and how
-/// often the interpreter entered it
-/// ([`crate::front::slow_line::entries`]).
-pub fn slow_line_entries(module: &Module) -> Vec<(u32, Vec<&str>, u64)> {
-    crate::front::slow_line::entries(module)
-}
+/// often the interpreter entered it.
+pub use crate::front::slow_line::entries as slow_line_entries;
 
 /// Runs `<main>` with the process's stdout and stderr; returns the exit
 /// status (0, or 1 after a runtime error).
