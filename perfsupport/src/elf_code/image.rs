@@ -160,11 +160,13 @@ pub fn build(
             )));
         }
     }
+    // Code starts after the first page (the headers'); a batch of no
+    // regions has none, and its tables follow the headers' page.
     let code_end = regions
         .iter()
         .map(|r| r.start() + r.size() - chunk)
         .max()
-        .unwrap_or(0);
+        .unwrap_or(page);
     let eh_hdr_at = text + code_end.next_multiple_of(TEXT_ALIGN);
     let (eh_hdr, eh_frame) = unwind_sections(text, chunk, regions, eh_hdr_at)?;
     let eh_frame_at = eh_hdr_at + eh_hdr.len() as u64;

@@ -312,3 +312,26 @@ fn a_chunk_is_written_published_run_and_unmapped() {
         "dropped: unmapped, but {after:?}"
     );
 }
+
+/// A batch of no functions is a file of headers and empty tables, mapped
+/// like any other (the C API fuzzer found it panicking: its tables were
+/// placed in the headers' page).
+#[test]
+fn a_chunk_with_no_regions_publishes_a_file_of_no_symbols() {
+    use super::ElfCodeFiles;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = ElfCodeFiles::create(dir.path(), "empty").expect("files");
+    let mut chunk = files.allocate(142, 255).expect("a chunk");
+    let path = chunk.publish(&files, &[]).expect("published");
+    let bytes = std::fs::read(&path).expect("the file");
+    let elf = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
+    assert_eq!(elf.symbols().count(), 0);
+    let hdr = elf.section_by_name(".eh_frame_hdr").expect(".eh_frame_hdr");
+    let start = chunk.code_address() - files.page_size() as usize;
+    let line = mapping_at(start).expect("the chunk's mapping");
+    assert!(line.contains(" r-xp "), "{line}");
+    assert!(
+        hdr.address() >= files.page_size(),
+        "tables after the headers' page"
+    );
+}
