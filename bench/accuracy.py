@@ -51,8 +51,15 @@ their trampolines):
    or a mode that runs other code, slow the program's own code by another
    factor than the slowdown's loop), "own" shows whether the samples are
    still where the run's time went: a difference that "own" does not have
-   is the profiler changing the run (an observer effect), one it has too
-   is misattribution.
+   is the profiler changing the run's speed (an observer effect). One it
+   has too is either samples in the wrong place or the profiler changing
+   where the slowed run's time goes (its cost landing in other code than
+   the slowed line); "own" cannot tell those two apart. The two clocks
+   differ: vmprof's CPU time is the whole process's (user and system, its
+   writer thread too), perf's is the program's as perf samples it; and
+   "own" rests on the K pairs of profiled runs, printed without an
+   uncertainty (theirs is that of K timing pairs: see "sd" in the
+   summary line).
 
 The tolerance is 3 percentage points. Whether a run could fail it by chance
 follows from the uncertainty of the difference d = share1 - predicted,
@@ -143,9 +150,9 @@ SHORT_ROUTES = ["perf-map", "vmprof", "vmprof-lines"]
 KNOWN_WRONG = {
     ("no-jit", "vmprof-lines"):
         "the lines mode changes the interpreter's run (T0 4% faster, T1 the same: "
-        "bench/observer.py), so the slowed line lands 2-4 points over the prediction "
-        "from unprofiled times; from the profiled runs' own times ('own') within 1 "
-        "(bench/RESULTS.md, 'Is the profile right?')",
+        "bench/observer.py), so the slowed line lands 2 to 4.4 points over the "
+        "prediction from unprofiled times; from the profiled runs' own times ('own') "
+        "within 1 (bench/RESULTS.md, 'Is the profile right?')",
 }
 
 TOY_FRAME = re.compile(r"toy:(?:jit|jit-osr|interp|jit-entry)[^:]*:([^:]+):")
@@ -516,7 +523,8 @@ class Block:
                 runs0 = [run[pick] for run in before]
                 runs1 = [run[pick] for run in after]
                 # Profiled runs are made in pairs (before, then after).
-                r_own = statistics.fmean(run0[2] / run1[2] for run0, run1 in zip(before, after))
+                own = [run0[2] / run1[2] for run0, run1 in zip(before, after) if run1[2] > 0]
+                r_own = statistics.fmean(own) if own else math.nan
                 s0, u_s0 = pooled_share(runs0, lambda x: x == what)
                 s1, u_s1 = pooled_share(runs1, lambda x: x == what)
                 label = f"{self.name} {tier} {route} " + (f"line {what}" if kind == "line" else what)
@@ -543,7 +551,7 @@ def main():
     parser.add_argument("--experiments", default=None)
     parser.add_argument("--json", default=None)
     opts = parser.parse_args()
-    toyvm = opts.toyvm or default_toyvm()
+    toyvm = absolute(opts.toyvm) if opts.toyvm else default_toyvm()
     routes = (opts.routes.split(",") if opts.routes
               else SHORT_ROUTES if opts.short else ROUTES)
     names = (opts.experiments.split(",") if opts.experiments
@@ -610,6 +618,12 @@ def main():
         print("too few samples to judge within 3 points with a chance failure under 1/1000: "
               "run longer (--seconds, --pairs, --profiles)")
         sys.exit(1)
+
+
+def absolute(program):
+    """`program` as the runs can start it from their own directory: a path
+    made absolute, a bare name left for PATH."""
+    return os.path.abspath(program) if os.sep in program else program
 
 
 def default_toyvm():

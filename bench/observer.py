@@ -15,29 +15,32 @@ while slows every mode alike) with address-space randomization off, as
 the harness runs them. An interval of 100000 us (10 samples a second)
 shows what the mode itself does, with next to no signals.
 
-A mode whose T0 / T1 differs from the plain run's by d moves the
-predicted share of the slowed line by about d (for a line with a small
-share before): that part of a difference in bench/accuracy.py is the
-profiler changing the run, not the samples going to the wrong place.
+A mode whose T0 / T1 is lower than the plain run's by d puts the slowed
+line about d above the prediction made from the plain runs (for a line
+with a small share before; higher by d, below it): that part of a
+difference in bench/accuracy.py is the profiler changing the run, not
+the samples going to the wrong place.
 """
 import argparse
 import os
 import statistics
 
-from accuracy import TIERS, Work, default_toyvm, same_layout_every_run
+from accuracy import TIERS, Work, absolute, default_toyvm, same_layout_every_run
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--toyvm", default=None)
     parser.add_argument("--tier", default="no-jit", choices=list(TIERS))
-    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--reps", type=int, default=6, help="at least 2")
     parser.add_argument("--intervals", default="100000,1000,250")
     parser.add_argument("slow", metavar="LINE:NANOS")
     parser.add_argument("script")
     parser.add_argument("args", nargs="*")
     opts = parser.parse_args()
-    toyvm = opts.toyvm or default_toyvm()
+    if opts.reps < 2:
+        parser.error("--reps must be at least 2 (the spread needs two)")
+    toyvm = absolute(opts.toyvm) if opts.toyvm else default_toyvm()
     script = os.path.abspath(opts.script)
     same_layout_every_run()
     work = Work()
