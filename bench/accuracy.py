@@ -299,14 +299,19 @@ def perf_route(work, toyvm, route, tier, script, args, slow):
     return functions, lines, len(functions) * SAMPLE_PERIOD_US * 1e-6
 
 
+def vmprof_flags(prof, lines, interval_us=SAMPLE_PERIOD_US):
+    """`toyvm run`'s flags for a vmprof profile into `prof`, with lines or not."""
+    flags = ["--vmprof", prof, "--vmprof-interval-us", str(interval_us)]
+    return flags + (["--vmprof-lines"] if lines else [])
+
+
 def vmprof_route(work, toyvm, route, tier, script, args, slow):
     """Profiles one run with vmprof: (functions, lines) per sample, and the
     run's CPU time (the process's, as for the timing pairs)."""
     tag = work.tag(route)
     prof = work.path(f"{tag}.prof")
     lines = route == "vmprof-lines"
-    argv = [toyvm, "run", "--vmprof", prof, "--vmprof-interval-us", str(SAMPLE_PERIOD_US)]
-    argv += (["--vmprof-lines"] if lines else []) + TIERS[tier] + slow
+    argv = [toyvm, "run"] + vmprof_flags(prof, lines) + TIERS[tier] + slow
     cpu = work.cpu(argv + [script] + args)
     header = work.run([toyvm, "report", prof, "--min-percent", "100"]).stdout
     total = int(re.search(r": (\d+) samples", header).group(1))
@@ -469,13 +474,16 @@ class Block:
         profiles alike (the interpreter's speed here changed more between
         batches of runs than within one)."""
         rounds = max(pairs, profiles)
+
+        def due(i, n):
+            """Whether round i takes one of n turns spread over the rounds."""
+            return (i * n) // rounds != ((i + 1) * n) // rounds
+
         for i in range(rounds):
-            if (i * pairs) // rounds != ((i + 1) * pairs) // rounds:
+            if due(i, pairs):
                 self.pairs.append((self.work.cpu(self.command([])),
                                    self.work.cpu(self.command(self.slow))))
-            if (i * profiles) // rounds == ((i + 1) * profiles) // rounds:
-                continue
-            for route in self.routes:
+            for route in self.routes if due(i, profiles) else []:
                 before, after = self.runs[route]
                 before.append(profile(self.work, self.toyvm, route, self.tier, self.script,
                                       self.args, []))
@@ -518,13 +526,13 @@ class Block:
         result = []
         for route in self.routes:
             before, after = self.runs[route]
+            # Profiled runs are made in pairs (before, then after).
+            own = [run0[2] / run1[2] for run0, run1 in zip(before, after) if run1[2] > 0]
+            r_own = statistics.fmean(own) if own else math.nan
             for (kind, what), fraction in sorted(added[route].items(), key=str):
                 pick = 0 if kind == "function" else 1
                 runs0 = [run[pick] for run in before]
                 runs1 = [run[pick] for run in after]
-                # Profiled runs are made in pairs (before, then after).
-                own = [run0[2] / run1[2] for run0, run1 in zip(before, after) if run1[2] > 0]
-                r_own = statistics.fmean(own) if own else math.nan
                 s0, u_s0 = pooled_share(runs0, lambda x: x == what)
                 s1, u_s1 = pooled_share(runs1, lambda x: x == what)
                 label = f"{self.name} {tier} {route} " + (f"line {what}" if kind == "line" else what)

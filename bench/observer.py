@@ -25,7 +25,8 @@ import argparse
 import os
 import statistics
 
-from accuracy import TIERS, Work, absolute, default_toyvm, same_layout_every_run
+from accuracy import (TIERS, Work, absolute, default_toyvm, same_layout_every_run,
+                      vmprof_flags)
 
 
 def main():
@@ -47,9 +48,8 @@ def main():
     prof = work.path("observer.prof")
     modes = {"plain": []}
     for interval in opts.intervals.split(","):
-        sampled = ["--vmprof", prof, "--vmprof-interval-us", interval]
-        modes[f"vmprof @{interval} us"] = sampled
-        modes[f"vmprof-lines @{interval} us"] = sampled + ["--vmprof-lines"]
+        modes[f"vmprof @{interval} us"] = vmprof_flags(prof, False, interval)
+        modes[f"vmprof-lines @{interval} us"] = vmprof_flags(prof, True, interval)
     times = {mode: [] for mode in modes}
     try:
         for _ in range(opts.reps):

@@ -89,7 +89,7 @@ const EMULATED_TIERS: &[&[&str]] = &[
 
 /// The tiers of this run: [`TIERS`], or [`EMULATED_TIERS`] under a runner.
 fn tiers() -> &'static [&'static [&'static str]] {
-    if std::env::var_os(common::RUNNER_ENV).is_some_and(|r| !r.is_empty()) {
+    if common::emulated() {
         EMULATED_TIERS
     } else {
         TIERS

@@ -57,8 +57,7 @@ enum Debugger {
 
 impl Debugger {
     fn here() -> Option<Debugger> {
-        let runner = std::env::var(common::RUNNER_ENV).unwrap_or_default();
-        let runner: Vec<String> = runner.split_whitespace().map(String::from).collect();
+        let runner = common::runner();
         let (gdb, debugger) = match runner.is_empty() {
             true => ("gdb", Debugger::Native),
             false => ("gdb-multiarch", Debugger::Emulated { runner }),

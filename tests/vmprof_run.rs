@@ -232,11 +232,6 @@ fn a_quick_script_gives_a_complete_empty_profile() {
     assert!(profile.samples.len() < 5);
 }
 
-/// True when the tests run under an emulator ([`common::RUNNER_ENV`]).
-fn emulated() -> bool {
-    std::env::var_os(common::RUNNER_ENV).is_some_and(|r| !r.is_empty())
-}
-
 /// `--vmprof-inlined`: a leaf the JIT inlines still gets its frame.
 #[test]
 fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
@@ -278,7 +273,7 @@ fn inlined_leaf_callees_keep_their_frame_with_vmprof_inlined() {
         // inlined frame's push and pop sit in one block of the OSR loop, so
         // no sample can see it there (0 of 1,987). Only the stacks' shape
         // is checked under emulation; real hardware checks the share.
-        if emulated() {
+        if common::emulated() {
             continue;
         }
         assert!(

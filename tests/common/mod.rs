@@ -50,17 +50,27 @@ pub fn release_dir() -> PathBuf {
 /// there: the kernel cannot start an aarch64 program by itself).
 pub const RUNNER_ENV: &str = "TOYVM_TEST_RUNNER";
 
+/// The runner's words (`[qemu-aarch64-static, -L, /usr/aarch64-linux-gnu]`),
+/// empty when the tests run natively.
+pub fn runner() -> Vec<String> {
+    let runner = std::env::var(RUNNER_ENV).unwrap_or_default();
+    runner.split_whitespace().map(String::from).collect()
+}
+
+/// True when the tests run under an emulator ([`RUNNER_ENV`] set).
+pub fn emulated() -> bool {
+    !runner().is_empty()
+}
+
 /// A `Command` that starts `program` (a binary built for the tests'
 /// target) directly or, when [`RUNNER_ENV`] is set, through that runner.
 /// Every test that starts toyvm or a C program built for the target
 /// starts it through this.
 pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let runner = std::env::var(RUNNER_ENV).unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    match words.next() {
-        Some(first) => {
+    match runner().split_first() {
+        Some((first, rest)) => {
             let mut cmd = Command::new(first);
-            cmd.args(words).arg(program);
+            cmd.args(rest).arg(program);
             cmd
         }
         None => Command::new(program),
@@ -115,8 +125,7 @@ pub fn toyvm(args: &[&str]) -> ToyRun {
 /// as before.
 pub fn toyvm_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> ToyRun {
     let run = toyvm_once(dir, args, env);
-    let emulated = std::env::var(RUNNER_ENV).is_ok_and(|r| !r.trim().is_empty());
-    if !emulated || run.status.is_some() || !run.stdout.is_empty() || !run.stderr.is_empty() {
+    if !emulated() || run.status.is_some() || !run.stdout.is_empty() || !run.stderr.is_empty() {
         return run;
     }
     eprintln!(
