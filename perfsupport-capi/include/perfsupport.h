@@ -271,8 +271,9 @@ int perfsupport_code_files_open(const char *dir,
 // `files` is NULL or an open handle.
 const char *perfsupport_code_files_dir(const struct perfsupport_code_files *files);
 
-// Frees `files` (NULL does nothing). The files stay on disk, and chunks
-// allocated from it stay valid until freed. Returns 0.
+// Frees `files` (NULL does nothing) and stops its helper thread. The
+// code files stay on disk (the empty ones made ahead are removed), and
+// chunks allocated from it stay valid until freed. Returns 0.
 //
 // # Safety
 // `files` is NULL or an open handle that no other thread uses during or

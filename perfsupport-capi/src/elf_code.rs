@@ -28,6 +28,13 @@
 //!
 //! # Threads
 //!
+//! An open `perfsupport_code_files` has a helper thread of its own
+//! (`perfsupport-files`) that makes the next files before batches need
+//! them (up to 16 empty files of zeros in the directory, removed by
+//! `perfsupport_code_files_close`; a process that exits without it leaves
+//! them). After `fork` the child makes its own files (`code-PID-N.so`)
+//! and never touches the parent's.
+//!
 //! `perfsupport_code_files_open`, `_alloc` and `_publish` may be called
 //! from any thread, also at once on one `perfsupport_code_files`. A chunk
 //! is used by one thread at a time. `perfsupport_code_files_close` is the
@@ -111,8 +118,9 @@ pub unsafe extern "C" fn perfsupport_code_files_dir(
     unsafe { files.as_ref() }.map_or(std::ptr::null(), |f| f.dir.as_ptr())
 }
 
-/// Frees `files` (NULL does nothing). The files stay on disk, and chunks
-/// allocated from it stay valid until freed. Returns 0.
+/// Frees `files` (NULL does nothing) and stops its helper thread. The
+/// code files stay on disk (the empty ones made ahead are removed), and
+/// chunks allocated from it stay valid until freed. Returns 0.
 ///
 /// # Safety
 /// `files` is NULL or an open handle that no other thread uses during or

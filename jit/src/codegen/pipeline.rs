@@ -293,6 +293,14 @@ impl CodeGen {
         self.elf.is_some()
     }
 
+    /// Removes the code files made ahead of time and not used (empty,
+    /// never mapped): this JIT compiles nothing more.
+    pub fn discard_prepared_files(&self) {
+        if let Some(files) = &self.elf {
+            files.discard_prepared();
+        }
+    }
+
     /// Keeps every region's IR text from now on, for [`Finished::listing`].
     pub fn keep_ir(&mut self) {
         self.keep_ir = true;

@@ -246,6 +246,7 @@ impl Compiler {
 
     /// Completes the profiler outputs; their failures.
     pub fn finish_profilers(&mut self) -> Vec<String> {
+        self.codegen.discard_prepared_files();
         (self.profilers.finish().iter())
             .map(ToString::to_string)
             .collect()

@@ -48,10 +48,11 @@
 //!   fleet backend that symbolizes by build-id show Toy source lines.
 //!   They cost the file some bytes and the batch the time `gimli::write`
 //!   takes (`bench/jit_elf.py`), not a page of memory.
-//! * The build-id is the SHA-1 of the whole file (with the note's
-//!   descriptor zeroed) and a salt (the publisher's pid, file number and
-//!   chunk address): two files never share one, since fleet backends
-//!   symbolize by build-id.
+//! * The build-id is the SHA-1 of the file's bytes (the note's descriptor
+//!   zeroed; the zeros that pad the headers' page and the segment left
+//!   out, as the headers fix them) and a salt (the publisher's pid, file
+//!   number and chunk address): two files never share one, since fleet
+//!   backends symbolize by build-id.
 
 use crate::dwarf::{self, RegionView};
 use crate::eh_frame::{FdeBase, LayoutWriter, write_cie_fde};
@@ -195,7 +196,8 @@ pub fn build(
         dwarf::build(&views, comp_dir)?.sections
     };
 
-    let mut out = Vec::new();
+    let mut out =
+        Vec::with_capacity(len as usize + 1024 + debug.iter().map(|(_, b)| b.len()).sum::<usize>());
     let mut w = Writer::new(Endianness::Little, true, &mut out);
     // Reserve, in file order.
     w.reserve_file_header();
@@ -378,8 +380,18 @@ pub fn build(
     w.write_strtab_section_header();
     w.write_shstrtab_section_header();
 
+    // Everything but the padding: a small batch's file is mostly zeros.
+    let headers_end = 64 + 56 * PROGRAM_HEADERS as usize;
+    debug_assert!(out[headers_end..page as usize].iter().all(|&b| b == 0));
+    debug_assert!(
+        out[tables_end as usize..len as usize]
+            .iter()
+            .all(|&b| b == 0)
+    );
     let mut hash = Sha1::new();
-    hash.update(&out);
+    hash.update(&out[..headers_end]);
+    hash.update(&out[page as usize..tables_end as usize]);
+    hash.update(&out[len as usize..]);
     hash.update(salt);
     let id = hash.finalize();
     let desc = note_at as usize + 16;

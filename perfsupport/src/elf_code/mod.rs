@@ -14,7 +14,10 @@
 //! again; the next batch gets the next file. perf (without `perf inject`),
 //! eu-stack, bpftrace and samply read the same files.
 //!
-//! The layout of a file is in [`image`]; the mapping in [`map`].
+//! The layout of a file is in [`image`]; the mapping in [`map`]; the
+//! files made ahead of the batches that will fill them, by a helper thread
+//! (`perfsupport-files`), in [`ahead`]: naming a new file is the slowest
+//! step of publishing a small batch, and it does not depend on the batch.
 //!
 //! A VM that lets perfsupport own its code memory takes a [`CodeChunk`]
 //! ([`ElfCodeFiles::allocate`]), writes it, publishes it and drops it when
@@ -28,6 +31,7 @@
 //! map the chunk away (a new anonymous mapping over it is enough). Code
 //! placed again at a freed address comes from a new file.
 
+mod ahead;
 mod chunk;
 pub mod image;
 mod map;
@@ -36,9 +40,11 @@ pub use chunk::{ChunkRegion, CodeChunk};
 
 use crate::region::CodeRegion;
 use crate::safe_file::{WriteMode, create_replacing_stale};
-use parking_lot::Mutex;
+use ahead::{Ahead, Naming, NewFile};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The directory a process's code files go to, and the files written so
 /// far.
@@ -49,7 +55,9 @@ pub struct ElfCodeFiles {
     /// directory the process started in): the files' DWARF says so.
     comp_dir: String,
     page: u64,
-    next: Mutex<u64>,
+    naming: Arc<Naming>,
+    /// The next file, made by a helper thread before a batch needs it.
+    ahead: Ahead,
 }
 
 /// Mode of the per-process directory: others may read the files (a
@@ -80,14 +88,16 @@ impl ElfCodeFiles {
         };
         make_own_dir(&dir).map_err(context)?;
         let comp_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let files = ElfCodeFiles {
-            dir: dir.clone(),
+        let page = map::page_size();
+        probe(&dir, page).map_err(context)?;
+        let naming = Arc::new(Naming::new(dir.clone()));
+        Ok(ElfCodeFiles {
+            dir,
             comp_dir: comp_dir.to_string_lossy().into_owned(),
-            page: map::page_size(),
-            next: Mutex::new(0),
-        };
-        files.probe().map_err(context)?;
-        Ok(files)
+            page,
+            ahead: Ahead::start(Arc::clone(&naming), page as usize),
+            naming,
+        })
     }
 
     /// The directory the files go to.
@@ -102,19 +112,18 @@ impl ElfCodeFiles {
         self.page
     }
 
-    /// Writes a one-page file and maps it executable, once: what fails on a
-    /// `noexec` mount or a full disk fails here, before any code depends on it.
-    fn probe(&self) -> io::Result<()> {
-        let path = self.dir.join("probe");
-        let mut file = create_replacing_stale(&path, FILE_MODE, WriteMode::ReadWrite)?;
-        let written = file.write_all(&vec![0u8; self.page as usize]);
-        let mapped = written.and_then(|()| map::probe_exec(&file, self.page as usize));
-        drop(file);
-        let _ = std::fs::remove_file(&path);
-        mapped
+    /// Removes the file made ahead for the next batch, if no batch took
+    /// it (an empty file, never mapped); the next
+    /// [`publish`](Self::publish) makes its own and the helper goes on.
+    /// For a VM that stops compiling while the files live on (toyvm's are
+    /// the process's, shared by its VMs, and never dropped); dropping the
+    /// files does the same.
+    pub fn discard_prepared(&self) {
+        self.ahead.discard();
     }
 
-    /// Publishes a batch: writes `dir/code-N.so` for the chunk of code that
+    /// Publishes a batch: writes `dir/code-N.so` (the next file made
+    /// ahead, or a new one) for the chunk of code that
     /// starts at `chunk` and is `len` bytes long (page-aligned, the batch's
     /// final bytes, relocated for that address) and the `regions` in it,
     /// then maps the file read+execute over the chunk. The chunk's first
@@ -156,10 +165,9 @@ impl ElfCodeFiles {
         // SAFETY: the caller guarantees [chunk, chunk + len) is mapped,
         // readable and not written during the call.
         let code = unsafe { std::slice::from_raw_parts(chunk as *const u8, len) };
-        let number = {
-            let mut next = self.next.lock();
-            *next += 1;
-            *next
+        let NewFile { number, path, file } = match self.ahead.take() {
+            Some(prepared) => prepared,
+            None => self.naming.create()?,
         };
         let salt = [
             u64::from(std::process::id()).to_le_bytes(),
@@ -167,17 +175,24 @@ impl ElfCodeFiles {
             (chunk as u64).to_le_bytes(),
         ]
         .concat();
-        let bytes = image::build(
+        let bytes = match image::build(
             self.page,
             chunk as u64,
             code,
             regions,
             &self.comp_dir,
             &salt,
-        )?;
-        let path = self.dir.join(format!("code-{number}.so"));
-        let mut file = create_replacing_stale(&path, FILE_MODE, WriteMode::ReadWrite)?;
-        let result = file.write_all(&bytes).and_then(|()| {
+        ) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // Nothing was written: the file is not worth keeping.
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
+        // At offset 0: a file made ahead already holds zeros (see `ahead`).
+        let result = file.write_all_at(&bytes, 0).and_then(|()| {
             // SAFETY: the caller's contract; the file's first `len` bytes
             // are the chunk's (its first page and spare bytes aside), so
             // the mapping shows the same code.
@@ -213,6 +228,19 @@ pub fn spare_bytes_needed(regions: usize) -> usize {
 pub fn spare_bytes_for(unwind_bytes: impl IntoIterator<Item = usize>) -> usize {
     let fixed = 16 + 12 + 8 + 4 + 4 + 36;
     fixed + unwind_bytes.into_iter().map(|b| 8 + b).sum::<usize>()
+}
+
+/// Writes a one-page file in `dir` and maps it executable, once: what
+/// fails on a `noexec` mount or a full disk fails here, before any code
+/// depends on it.
+fn probe(dir: &Path, page: u64) -> io::Result<()> {
+    let path = dir.join("probe");
+    let mut file = create_replacing_stale(&path, FILE_MODE, WriteMode::ReadWrite)?;
+    let written = file.write_all(&vec![0u8; page as usize]);
+    let mapped = written.and_then(|()| map::probe_exec(&file, page as usize));
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    mapped
 }
 
 /// Creates `dir` (mode [`DIR_MODE`]), or takes an existing one that is a

@@ -335,3 +335,134 @@ fn a_chunk_with_no_regions_publishes_a_file_of_no_symbols() {
         "tables after the headers' page"
     );
 }
+
+/// The directory's file names, sorted, split into code files and files
+/// made ahead (zeros only).
+fn listing(dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let mut names: Vec<(String, bool)> = std::fs::read_dir(dir)
+        .expect("the directory")
+        .map(|e| {
+            let path = e.expect("entry").path();
+            let zeros = (std::fs::read(&path).expect("a file").iter()).all(|&b| b == 0);
+            let name = path
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            (name, zeros)
+        })
+        .collect();
+    names.sort();
+    let (prepared, code): (Vec<_>, Vec<_>) = names.into_iter().partition(|(_, zeros)| *zeros);
+    (
+        code.into_iter().map(|(n, _)| n).collect(),
+        prepared.into_iter().map(|(n, _)| n).collect(),
+    )
+}
+
+/// Publishes one FORTY_TWO function in a chunk of its own; the chunk
+/// (its code runs from `path`).
+fn publish_one(files: &super::ElfCodeFiles) -> super::CodeChunk {
+    let mut chunk = files.allocate(LEN, 1).expect("a chunk");
+    chunk.write(0, &FORTY_TWO).expect("fits");
+    let cfi = forty_two_cfi();
+    let region = super::ChunkRegion::new(0, LEN, "ahead:one").with_unwind(cfi.unwind_info());
+    chunk.publish(files, &[region]).expect("published");
+    chunk
+}
+
+#[test]
+fn files_made_ahead_are_taken_in_order_and_removed_when_unused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = super::ElfCodeFiles::create(dir.path(), "ahead").expect("files");
+    let chunks: Vec<_> = (0..3).map(|_| publish_one(&files)).collect();
+    let names: Vec<_> = (chunks.iter())
+        .map(|c| {
+            c.file()
+                .expect("published")
+                .file_name()
+                .expect("name")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(names, ["code-1.so", "code-2.so", "code-3.so"]);
+    for chunk in &chunks {
+        // SAFETY: FORTY_TWO at the chunk's code address, executable.
+        let f: extern "C" fn() -> i32 = unsafe { std::mem::transmute(chunk.code_address()) };
+        assert_eq!(f(), 42);
+        // Zeros the helper wrote beyond the image stay zeros; the image
+        // is intact.
+        let bytes = std::fs::read(chunk.file().expect("file")).expect("read");
+        ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
+    }
+    let (code, prepared) = listing(files.dir());
+    assert_eq!(code, ["code-1.so", "code-2.so", "code-3.so"]);
+    assert!(prepared.len() <= 16, "{prepared:?}");
+    // Discarded: only code files remain, and publishing goes on.
+    files.discard_prepared();
+    let (_, prepared) = listing(files.dir());
+    assert_eq!(prepared, Vec::<String>::new());
+    let fourth = publish_one(&files);
+    assert!(fourth.file().expect("published").starts_with(files.dir()));
+    let (code, _) = listing(files.dir());
+    assert_eq!(code.len(), 4, "{code:?}");
+    // Dropped: the files made ahead go, the code files stay.
+    let dir_path = files.dir().to_owned();
+    drop(files);
+    let (code, prepared) = listing(&dir_path);
+    assert_eq!(
+        (code.len(), prepared.len()),
+        (4, 0),
+        "{code:?} {prepared:?}"
+    );
+}
+
+/// A forked child neither waits for the parent's helper nor writes the
+/// parent's files made ahead: its files carry its pid.
+#[test]
+fn a_forked_child_publishes_files_of_its_own() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = super::ElfCodeFiles::create(dir.path(), "fork").expect("files");
+    let first = publish_one(&files);
+    let before = listing(files.dir());
+    // SAFETY: the child only publishes (allocation, file creation and
+    // mapping, which glibc's fork handlers keep usable) and leaves with
+    // `_exit`, running no destructor of the parent's.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let chunk = publish_one(&files);
+        let name = chunk
+            .file()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned());
+        let own = format!("code-{}-", std::process::id());
+        let ok = name.is_some_and(|n| n.starts_with(&own));
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child: {status}"
+    );
+    // The parent's files are as they were, and one more code file is the
+    // child's.
+    let (code, prepared) = listing(files.dir());
+    // (the helper may have made more meanwhile)
+    assert!(
+        before.1.iter().all(|f| prepared.contains(f)),
+        "the parent's files made ahead: {:?} then {prepared:?}",
+        before.1
+    );
+    assert_eq!(code.len(), before.0.len() + 1, "{code:?}");
+    assert!(
+        code.iter().any(|n| n.starts_with(&format!("code-{pid}-"))),
+        "{code:?}"
+    );
+    let second = publish_one(&files);
+    assert!(second.file().is_some());
+    drop((first, second));
+}
