@@ -103,14 +103,25 @@ fn sha1_of(path: &Path) -> Vec<u8> {
 fn every_code_mapping_is_an_elf_file_a_fleet_profiler_can_use() {
     let work = tempfile::tempdir().expect("temp dir");
     let hot = Hot::start(work.path());
-    let mappings = code_mappings(hot.pid(), &hot.dir);
-    // Files made ahead for the next batches (empty but for zeros, never
-    // mapped: perfsupport's `elf_code::ahead`) are not code yet; at most
-    // 16 are kept.
-    let (prepared, files): (BTreeSet<PathBuf>, BTreeSet<PathBuf>) = std::fs::read_dir(&hot.dir)
-        .expect("the run's directory")
-        .map(|e| e.expect("entry").path())
-        .partition(|f| (std::fs::read(f).expect("a file").iter()).all(|&b| b == 0));
+    // Files made ahead for the next batches (zeros only, never mapped:
+    // perfsupport's `elf_code::ahead`) are not code yet; at most 16 are
+    // kept. A batch the compiler thread is publishing as we look has its
+    // file written and not yet mapped: look again, a few times.
+    let listing = || -> (BTreeSet<PathBuf>, BTreeSet<PathBuf>) {
+        std::fs::read_dir(&hot.dir)
+            .expect("the run's directory")
+            .map(|e| e.expect("entry").path())
+            .partition(|f| (std::fs::read(f).expect("a file").iter()).all(|&b| b == 0))
+    };
+    let (mut mappings, (mut prepared, mut files)) = (Vec::new(), Default::default());
+    for _ in 0..20 {
+        (prepared, files) = listing();
+        mappings = code_mappings(hot.pid(), &hot.dir);
+        if mappings.iter().map(|m| &m.3).collect::<BTreeSet<_>>() == files.iter().collect() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     assert!(prepared.len() <= 16, "{prepared:?}");
     assert!(
         !mappings.is_empty(),

@@ -30,10 +30,11 @@
 //!
 //! An open `perfsupport_code_files` has a helper thread of its own
 //! (`perfsupport-files`) that makes the next files before batches need
-//! them (up to 16 empty files of zeros in the directory, removed by
-//! `perfsupport_code_files_close`; a process that exits without it leaves
-//! them). After `fork` the child makes its own files (`code-PID-N.so`)
-//! and never touches the parent's.
+//! them: up to 16 files holding three pages of zeros each, removed by
+//! `perfsupport_code_files_close` (which waits for a file being made); a
+//! process that exits without it leaves them. After `fork` the child makes
+//! its own files (`code-PID-N.so`); it inherits descriptors of the
+//! parent's prepared files (close-on-exec) and never writes them.
 //!
 //! `perfsupport_code_files_open`, `_alloc` and `_publish` may be called
 //! from any thread, also at once on one `perfsupport_code_files`. A chunk

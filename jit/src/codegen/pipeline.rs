@@ -293,8 +293,8 @@ impl CodeGen {
         self.elf.is_some()
     }
 
-    /// Removes the code files made ahead of time and not used (empty,
-    /// never mapped): this JIT compiles nothing more.
+    /// Removes the code files made ahead of time and not used (zeros
+    /// only, never mapped): this JIT compiles nothing more.
     pub fn discard_prepared_files(&self) {
         if let Some(files) = &self.elf {
             files.discard_prepared();

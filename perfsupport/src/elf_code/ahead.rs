@@ -21,15 +21,21 @@
 //! a system call and the machine an inter-processor interrupt, paid once
 //! per `KEEP / 2` batches rather than once per batch.
 //!
-//! A prepared file nobody takes is empty and never mapped; they are removed
+//! A prepared file nobody takes holds only zeros and is never mapped; they are removed
 //! when the [`ElfCodeFiles`](super::ElfCodeFiles) is dropped or
 //! [`discard`](Ahead::discard)ed (a VM that ends calls it: the process's
 //! files may outlive every VM).
 //!
 //! After `fork` only the forking thread exists in the child, the helper's
-//! lock may be held for ever and the prepared file is the parent's inode:
-//! a process other than the creator never touches either (it creates its
-//! files itself, [`Naming::create`] gives them its pid).
+//! lock may be held for ever and the prepared files are the parent's: a
+//! process other than the creator (told apart by its pid) never touches
+//! either. It creates its files itself ([`Naming::create`] gives them its
+//! pid); it still holds the parent's prepared files open (close-on-exec)
+//! but never writes or removes them. Two limits, not handled: a child
+//! forked into a new pid namespace with its parent's pid would pass for
+//! the owner, and a helper that panicked while creating would leave
+//! publishers waiting (nothing in that step panics but allocation, which
+//! aborts).
 
 use super::FILE_MODE;
 use crate::safe_file::{WriteMode, create_replacing_stale};
@@ -54,7 +60,7 @@ const KEEP: usize = 16;
 /// symbols) fits.
 const ZERO_PAGES: usize = 3;
 
-/// A new, empty code file, open for writing.
+/// A new code file (empty, or zeros made ahead), open for writing.
 #[derive(Debug)]
 pub(super) struct NewFile {
     /// Its number: `code-N.so`.
@@ -103,7 +109,7 @@ impl Naming {
     }
 }
 
-/// The helper thread and the file it keeps ready.
+/// The helper thread and the files it keeps ready.
 #[derive(Debug)]
 pub(super) struct Ahead {
     shared: Arc<Shared>,

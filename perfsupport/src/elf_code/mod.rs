@@ -56,7 +56,7 @@ pub struct ElfCodeFiles {
     comp_dir: String,
     page: u64,
     naming: Arc<Naming>,
-    /// The next file, made by a helper thread before a batch needs it.
+    /// The next files, made by a helper thread before batches need them.
     ahead: Ahead,
 }
 
@@ -112,9 +112,10 @@ impl ElfCodeFiles {
         self.page
     }
 
-    /// Removes the file made ahead for the next batch, if no batch took
-    /// it (an empty file, never mapped); the next
-    /// [`publish`](Self::publish) makes its own and the helper goes on.
+    /// Removes the files made ahead for the next batches that no batch
+    /// took (zeros only, never mapped); the next
+    /// [`publish`](Self::publish) makes its own file and wakes the helper
+    /// again.
     /// For a VM that stops compiling while the files live on (toyvm's are
     /// the process's, shared by its VMs, and never dropped); dropping the
     /// files does the same.
