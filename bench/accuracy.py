@@ -352,6 +352,13 @@ def route_inlines(route, tier):
     return tier == "jit"
 
 
+def owner(spec, function, inlines):
+    """The function a route gives `function`'s time to: its caller if the
+    JIT inlines it and the route sees compiled code's frames."""
+    callee = spec["inlined"].get(function)
+    return callee[0] if callee and inlines else function
+
+
 def attributed_line(route, tier, line, spec, owner_of):
     """The line a route gives the time of `line` to: vmprof's lines name
     the frame's line, which for code inlined into a compiled caller is the
@@ -508,15 +515,10 @@ class Block:
         added = {}
         for route in self.routes:
             inlines = route_inlines(route, tier)
-
-            def owner(f):
-                callee = spec["inlined"].get(f)
-                return callee[0] if callee and inlines else f
-
             fractions = {}
             if route_gives_functions(route):
                 for line, (functions, n) in self.counts.items():
-                    key = ("function", owner(functions[0]))
+                    key = ("function", owner(spec, functions[0], inlines))
                     fractions[key] = fractions.get(key, 0) + n / self.total_entries
             if route_gives_lines(route, tier) and not uniform:
                 for line, (_, n) in self.counts.items():
@@ -554,10 +556,8 @@ class Block:
             if not route_gives_functions(route):
                 continue
             inlines = route_inlines(route, self.tier)
-            slowed = set()
-            for functions, _ in self.counts.values():
-                callee = self.spec["inlined"].get(functions[0])
-                slowed.add(callee[0] if callee and inlines else functions[0])
+            slowed = {owner(self.spec, functions[0], inlines)
+                      for functions, _ in self.counts.values()}
             before, after = self.runs[route]
 
             def times(run):

@@ -44,7 +44,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -89,7 +89,7 @@ impl Naming {
     }
 
     /// True in the process that made the directory (not a forked child).
-    fn in_owner(&self) -> bool {
+    pub fn in_owner(&self) -> bool {
         std::process::id() == self.owner
     }
 
@@ -114,8 +114,8 @@ impl Naming {
 pub(super) struct Ahead {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-    /// The process the helper runs in.
-    owner: u32,
+    /// The files' names, and the process they (and the helper) belong to.
+    naming: Arc<Naming>,
 }
 
 #[derive(Debug, Default)]
@@ -143,15 +143,15 @@ impl Ahead {
     pub fn start(naming: Arc<Naming>, page: usize) -> Ahead {
         let shared = Arc::new(Shared::default());
         shared.state.lock().wanted = true;
-        let helper = Arc::clone(&shared);
+        let (helper, helper_naming) = (Arc::clone(&shared), Arc::clone(&naming));
         let thread = std::thread::Builder::new()
             .name("perfsupport-files".into())
-            .spawn(move || helper.run(&naming, page))
+            .spawn(move || helper.run(&helper_naming, page))
             .ok();
         Ahead {
             shared,
             thread,
-            owner: std::process::id(),
+            naming,
         }
     }
 
@@ -196,7 +196,18 @@ impl Ahead {
 
     /// True in the process that started the helper (not a forked child).
     fn in_owner(&self) -> bool {
-        std::process::id() == self.owner
+        self.naming.in_owner()
+    }
+
+    /// A new file made here and now (the helper had none, or this is a
+    /// forked child).
+    pub fn create(&self) -> io::Result<NewFile> {
+        self.naming.create()
+    }
+
+    /// The directory the files go to.
+    pub fn dir(&self) -> &Path {
+        &self.naming.dir
     }
 }
 

@@ -50,13 +50,12 @@ use std::sync::Arc;
 /// far.
 #[derive(Debug)]
 pub struct ElfCodeFiles {
-    dir: PathBuf,
     /// Where relative source paths of line tables are found (the
     /// directory the process started in): the files' DWARF says so.
     comp_dir: String,
     page: u64,
-    naming: Arc<Naming>,
-    /// The next files, made by a helper thread before batches need them.
+    /// Names the files; the helper thread makes the next ones before
+    /// batches need them.
     ahead: Ahead,
 }
 
@@ -90,19 +89,16 @@ impl ElfCodeFiles {
         let comp_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let page = map::page_size();
         probe(&dir, page).map_err(context)?;
-        let naming = Arc::new(Naming::new(dir.clone()));
         Ok(ElfCodeFiles {
-            dir,
             comp_dir: comp_dir.to_string_lossy().into_owned(),
             page,
-            ahead: Ahead::start(Arc::clone(&naming), page as usize),
-            naming,
+            ahead: Ahead::start(Arc::new(Naming::new(dir)), page as usize),
         })
     }
 
     /// The directory the files go to.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.ahead.dir()
     }
 
     /// The page size the files are laid out for: chunks given to
@@ -168,7 +164,7 @@ impl ElfCodeFiles {
         let code = unsafe { std::slice::from_raw_parts(chunk as *const u8, len) };
         let NewFile { number, path, file } = match self.ahead.take() {
             Some(prepared) => prepared,
-            None => self.naming.create()?,
+            None => self.ahead.create()?,
         };
         let salt = [
             u64::from(std::process::id()).to_le_bytes(),
