@@ -277,6 +277,7 @@ fn perf_names_compiled_code_from_its_files_without_a_perf_map() {
 /// chain down to `main`, and no perf map.
 fn perf_sees_whole_stacks(tag: &str, call_graph: &[&str]) -> PerfWork {
     let work = PerfWork::new(&format!("jit-elf-{tag}"));
+    let began = common::file_clock(&work.path("."));
     let mut args = vec!["record", "-q"];
     args.extend_from_slice(call_graph);
     let out = work.perf(
@@ -318,7 +319,7 @@ fn perf_sees_whole_stacks(tag: &str, call_graph: &[&str]) -> PerfWork {
     let text = String::from_utf8_lossy(&script.stdout);
     // No perf map: the names come from the files.
     let pid = text.split_whitespace().next().expect("a sample").to_owned();
-    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    common::assert_no_perf_map_since(&pid, began);
     // Each sample: its pid, then one `ADDRESS SYMBOL` line per frame.
     let samples: Vec<Vec<&str>> = text
         .split("\n\n")
@@ -453,6 +454,7 @@ fn bpftrace_ustack_names_jit_frames_without_a_perf_map() {
         return;
     }
     let work = tempfile::tempdir().expect("temp dir");
+    let began = common::file_clock(work.path());
     let hot = Hot::start(work.path());
     // Let spin's second call reach its OSR code before sampling.
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -476,7 +478,7 @@ fn bpftrace_ustack_names_jit_frames_without_a_perf_map() {
     ] {
         assert!(text.contains(want), "{want} in:\n{text}");
     }
-    assert!(!Path::new(&format!("/tmp/perf-{}.map", hot.pid())).exists());
+    common::assert_no_perf_map_since(hot.pid(), began);
 }
 
 /// Requests that queue while the compiler thread works become one batch,

@@ -228,6 +228,31 @@ pub fn tool_or_skip(test: &str, cmd: &str, args: &[&str]) -> bool {
     works
 }
 
+/// The file system's clock now: the modification time of a marker file
+/// written in `dir`. File times come from the kernel's coarse clock, which
+/// can lag `SystemTime::now()` by a tick, so a run's files are compared
+/// with a time taken the same way.
+pub fn file_clock(dir: &Path) -> std::time::SystemTime {
+    let marker = dir.join(".file-clock");
+    std::fs::write(&marker, b"").expect("write a marker file");
+    let now = std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .expect("the marker's time");
+    let _ = std::fs::remove_file(&marker);
+    now
+}
+
+/// Asserts that `pid` wrote no `/tmp/perf-PID.map` since `began` (from
+/// [`file_clock`] before the run). Perf maps are never deleted, and pids
+/// are reused (a CI container's whole test run can wrap them), so a map of
+/// an earlier process with the same pid may be there: it does not count.
+pub fn assert_no_perf_map_since(pid: impl std::fmt::Display, began: std::time::SystemTime) {
+    let map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
+    if let Ok(written) = std::fs::metadata(&map).and_then(|m| m.modified()) {
+        assert!(written < began, "{} written by the run", map.display());
+    }
+}
+
 /// The command that shows `perf record` works here (installed, and allowed
 /// to record by `perf_event_paranoid`): the arguments for [`tool_or_skip`].
 pub const PERF_RECORD_PROBE: &[&str] = &[
