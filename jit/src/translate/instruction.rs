@@ -346,8 +346,7 @@ impl Translator<'_, '_> {
     /// addresses (a helper call would give perf a native frame of its
     /// own): `consts[k]` rounds of the loop of `vm::runtime::spin`, four
     /// dependent multiplications and a count-down branch, whose time is the
-    /// multiplications' latency wherever the loop lands, then its fence.
-    /// Cranelift keeps
+    /// multiplications' latency wherever the loop lands. Cranelift keeps
     /// the loop: the branch uses the count, the next round the product.
     fn spin(&mut self, b: &mut FunctionBuilder<'_>, k: u16) {
         let Const::Int(rounds) = self.f.consts[k as usize] else {
@@ -375,10 +374,6 @@ impl Translator<'_, '_> {
         b.seal_block(round);
         b.seal_block(done);
         b.switch_to_block(done);
-        // The fence keeps the code after the spin from running in its
-        // shadow, where its time would land on the slowed line
-        // (`vm::runtime::spin` says what that did to the profiles).
-        b.ins().fence();
     }
 
     pub(super) fn imm_branch(

@@ -247,7 +247,7 @@ instruction_table! {
     // --- the slowdown experiment (`toyvm run --slow-line`) ---
     /// Busy work: `consts[k]` (an int, `1..=MAX_SPIN`) rounds of the loop
     /// of `runtime::spin` ([`SPIN_MULTIPLICATIONS`] dependent
-    /// multiplications and a count-down branch each, then a fence). Only `front::slow_line` emits
+    /// multiplications and a count-down branch each). Only `front::slow_line` emits
     /// it, where control enters a slowed line.
     Spin { k: konst } [INLINABLE];
   }

@@ -2,20 +2,9 @@
 //! experiment that checks a profile: add known work at one line, see
 //! whether the profile moves as predicted).
 //!
-//! The work is a loop of dependent multiplications that touches no memory
-//! and needs nothing a profiler could attribute elsewhere, closed by a
-//! fence (`mfence`; `dmb ish` on aarch64, what Cranelift's `fence` emits).
-//! The fence is what keeps the added time on the line. Without it, the
-//! loop's count-down resolves its exit long before the multiplications
-//! retire, and an out-of-order core runs the code after the spin (the rest
-//! of the line, the next loop) in the spin's shadow: the line's samples
-//! then held that code's time too. In the JIT tier the slowed line came
-//! out 1.4 to 2.4 points over the prediction, by every line route (perf's
-//! line tables and vmprof's lines alike), the function routes exact, and
-//! the slowed code gained only 0.35 s of the 0.40 s asked; with the fence,
-//! -0.1 and +0.0 points and 0.41 s of 0.40 s (AMD EPYC, where `mfence`
-//! also holds later instructions back; on aarch64 `dmb` orders memory
-//! only, and the effect there is not measured). The
+//! The work is a count-down loop whose only dependency is one subtraction
+//! per iteration, so it runs at about one iteration per cycle, touches no
+//! memory and needs nothing a profiler could attribute elsewhere. The
 //! interpreter runs [`spin`] inside the handler of [`Op::Spin`]
 //! (`interp::handlers`); the JIT emits the same loop as machine code at the
 //! line's own addresses (`jit::translate`), so the time lands on the line
@@ -60,7 +49,6 @@ pub fn spin(rounds: u64) {
                 "add {n}, -1",
                 "test {n}, {n}",
                 "jne 2b",
-                "mfence",
                 n = inout(reg) rounds => _,
                 x = inout(reg) 3u64 => _,
                 options(nomem, nostack),
@@ -79,7 +67,6 @@ pub fn spin(rounds: u64) {
                 "mul {x}, {x}, {x}",
                 "sub {n}, {n}, #1",
                 "cbnz {n}, 2b",
-                "dmb ish",
                 n = inout(reg) rounds => _,
                 x = inout(reg) 3u64 => _,
                 options(nomem, nostack),
