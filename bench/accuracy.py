@@ -145,9 +145,16 @@ TIERS = {"jit": [], "no-jit": ["--no-jit"]}
 ROUTES = ["perf-map", "jitdump", "jit-elf", "vmprof", "vmprof-lines"]
 SHORT_ROUTES = ["perf-map", "vmprof", "vmprof-lines"]
 
-# Routes and tiers that fail the experiment today, with why; the CI form
-# leaves them out (and says so), the full harness runs and reports them.
+# Routes and tiers the CI form leaves out (and says so), with why: they
+# fail the experiment today, or pass it only by a margin a CI machine can
+# lose. The full harness runs and reports them.
 KNOWN_WRONG = {
+    ("jit", "vmprof-lines"):
+        "in compiled code the spin's shadow puts the slowed line 1.4 to 2.4 points over "
+        "the prediction by every line route (perf's line tables too): an out-of-order "
+        "core runs the code after the spin while the spin retires, and samples find the "
+        "spin; a fence after it cures that line but slows the code after it elsewhere "
+        "(bench/RESULTS.md, 'The spin's shadow')",
     ("no-jit", "vmprof-lines"):
         "the lines mode changes the interpreter's run (T0 4% faster, T1 the same: "
         "bench/observer.py), so the slowed line lands 2 to 4.4 points over the "

@@ -2,8 +2,15 @@
 //! (`bench/accuracy.py --short`, issue 36): line 25 of
 //! `bench/accuracy/mix.toy` slowed by `--slow-line` in the JIT's default
 //! tiering, and the perf map (frame pointers) and vmprof routes must move
-//! `other`'s share, and vmprof lines the line's, to the predicted
-//! (share0 * T0 + (T1 - T0)) / T1 within 3 points.
+//! `other`'s share to the predicted (share0 * T0 + (T1 - T0)) / T1 within
+//! 3 points.
+//!
+//! Not the line routes: in compiled code the code after the spin runs in
+//! its shadow on an out-of-order core, and every line route (perf's line
+//! tables and vmprof's lines alike) puts the slowed line 1.4 to 2.4 points
+//! over the prediction, a margin a CI machine lost once. The harness says
+//! so (`left out: ...`); the full run reports them (`bench/RESULTS.md`,
+//! "The spin's shadow").
 //!
 //! The JIT tier only: the interpreter's CPU time varies too much between
 //! runs here (spread of T0/T1 0.02-0.04 against 0.01) to judge within 3
@@ -48,10 +55,13 @@ fn every_route_moves_as_the_slowdown_predicts() {
         out.status.success(),
         "bench/accuracy.py --short failed:\n{stdout}{stderr}"
     );
-    // Three comparisons, in the JIT tier: perf map and vmprof (the
-    // function), vmprof lines (the line).
+    // Two comparisons, in the JIT tier: perf map and vmprof (the function).
     assert!(
-        stdout.contains("3 comparisons, 0 outside 3.0 points"),
+        stdout.contains("2 comparisons, 0 outside 3.0 points"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("mix-other jit vmprof-lines: left out: "),
         "{stdout}"
     );
 }
