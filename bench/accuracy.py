@@ -117,6 +117,9 @@ TOLERANCE = 3.0  # percentage points
 # unprofiled CPU times; at 250 µs and 1 ms the ratios agree.
 SAMPLE_PERIOD_US = 250
 ADDED = 0.4  # the slowdown adds about this fraction of T0
+# Any one command (a run is about a second, a perf report a few) taking
+# longer is a hang: the harness stops and says which command it was.
+RUN_TIMEOUT = 600
 
 # Experiments: the program (its first argument, the rounds, is scaled to
 # the run time asked for), the lines slowed ("all" for a uniform slowdown),
@@ -198,7 +201,11 @@ class Work:
         return path
 
     def run(self, argv, check=True):
-        out = subprocess.run(argv, cwd=self.dir, env=self.env, capture_output=True, text=True)
+        try:
+            out = subprocess.run(argv, cwd=self.dir, env=self.env, capture_output=True,
+                                 text=True, timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            die(f"{' '.join(argv)} ran over {RUN_TIMEOUT} s: a hang, not a measurement")
         if check and out.returncode != 0:
             die(f"{' '.join(argv)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
         return out

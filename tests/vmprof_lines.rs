@@ -1,10 +1,21 @@
 //! vmprof lines mode (`toyvm run --vmprof FILE --vmprof-lines`, issue 12
 //! item 3): every frame of every sample records the line it was executing,
-//! in both tiers. `tests/vmprof/lines.toy` spends 70% of its time in the
-//! first loop of `work` (lines 8-10) and 30% in the second (11-13); the
-//! profile must say so within 5 points, read by our reader, by `toyvm
-//! report --lines` and by the PyPI `vmprof` reader (`node.lines`), and
-//! every sample must place `<main>` on its call site, line 22.
+//! in both tiers. `tests/vmprof/lines.toy` runs two loops in `work`, 70%
+//! and 30% of the iterations (lines 9-11 and 13-15), timing each with
+//! `clock()`; the profile must give the first the share the program
+//! measured, within 5 points, read by our reader, by `toyvm report
+//! --lines` and by the PyPI `vmprof` reader (`node.lines`), and every
+//! sample must place `<main>` on its call site, line 27.
+//!
+//! Why the program's own split and not 70%: the interpreter's speed on
+//! the two loops can differ by process on this virtual machine (layout):
+//! a program timing such loops said 74/26 in one run of eight, and the
+//! profile agreed (73.9%). Against a fixed 70%, the interpreted share was
+//! 63.5-65.3% in about one run in five. The rounds stay long (about 50 ms
+//! interpreted): rounds of half a millisecond, against the 1 ms sampling
+//! interval, made samples fall on the same phase of the round run after
+//! run (aliasing), and the share swung from 59% to 73% while the clocks
+//! said 70.0%.
 //!
 //! The PyPI reader comes from the cached venv of `tests/vmprof_pypi.rs`;
 //! without python3, venv or PyPI that part is skipped with a loud
@@ -28,14 +39,15 @@ const SCRIPT: &str = "tests/vmprof/lines.toy";
 /// Most points the measured share may be off.
 const TOLERANCE: f64 = 5.0;
 /// The first loop's lines (`for`, body, `}`) and the second's.
-const SEVENTY: std::ops::RangeInclusive<u64> = 8..=10;
-const THIRTY: std::ops::RangeInclusive<u64> = 11..=13;
+const SEVENTY: std::ops::RangeInclusive<u64> = 9..=11;
+const THIRTY: std::ops::RangeInclusive<u64> = 13..=15;
 /// `<main>`'s call of `work`.
-const CALL_SITE: u64 = 22;
+const CALL_SITE: u64 = 27;
 
 /// The share of `SEVENTY` among samples on `SEVENTY` or `THIRTY`, from
-/// `hits` (line, samples).
-fn share(what: &str, hits: impl IntoIterator<Item = (u64, f64)>) -> f64 {
+/// `hits` (line, samples), checked against `measured`, the first loop's
+/// share of the two loops' time by the program's own clock.
+fn share(what: &str, measured: f64, hits: impl IntoIterator<Item = (u64, f64)>) -> f64 {
     let (mut a, mut b) = (0.0, 0.0);
     for (line, n) in hits {
         if SEVENTY.contains(&line) {
@@ -46,10 +58,10 @@ fn share(what: &str, hits: impl IntoIterator<Item = (u64, f64)>) -> f64 {
     }
     assert!(a + b > 0.0, "{what}: no samples on either loop");
     let share = 100.0 * a / (a + b);
-    eprintln!("{what}: {a} + {b}: {share:.1}%");
+    eprintln!("{what}: {a} + {b}: {share:.1}% (the program's clocks: {measured:.1}%)");
     assert!(
-        (share - 70.0).abs() <= TOLERANCE,
-        "{what}: {share:.1}% for 70%"
+        (share - measured).abs() <= TOLERANCE,
+        "{what}: {share:.1}% for {measured:.1}%"
     );
     share
 }
@@ -66,6 +78,14 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
     argv.extend_from_slice(&[SCRIPT, rounds]);
     let profiled = toyvm(&argv);
     assert_eq!(profiled.status, Some(0), "stderr: {}", profiled.stderr);
+    // The program's last line: the first loop's share by its clocks.
+    let measured: f64 = (profiled.stdout.lines().last())
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name}: no measured share in {:?}", profiled.stdout));
+    assert!(
+        (55.0..=85.0).contains(&measured),
+        "{name}: the loops' clocks say {measured:.1}%, far from 70%"
+    );
 
     // Our reader: the innermost frame's line, and <main>'s call site.
     let profile = read_profile(&path).expect("a readable profile");
@@ -88,7 +108,7 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
             assert!(is(sample.stack[1], "work"), "{name}");
             assert_eq!(
                 sample.lines[0], CALL_SITE,
-                "{name}: <main> calls at line 22"
+                "{name}: <main> calls at line {CALL_SITE}"
             );
             *innermost.entry(sample.lines[1]).or_default() += 1.0;
         }
@@ -99,7 +119,7 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
         "{name}: {in_work} of {} samples in work",
         profile.samples.len()
     );
-    share(&format!("{name}, our reader"), innermost);
+    share(&format!("{name}, our reader"), measured, innermost);
 
     // `toyvm report --lines`: work's rows, `total self line source`.
     let report = toyvm(&["report", "--lines", path_arg]);
@@ -118,7 +138,7 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
             let line: u64 = cols.next()?.parse().ok()?;
             Some((line, own))
         });
-    share(&format!("{name}, toyvm report"), rows);
+    share(&format!("{name}, toyvm report"), measured, rows);
     // `toyvm report --folded --lines`: each frame `function:LINE`; the
     // leaves in work by line.
     let folded = toyvm(&["report", "--folded", "--lines", path_arg]);
@@ -129,7 +149,11 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
         (function == "work").then_some(())?;
         Some((line.parse().ok()?, n.parse().ok()?))
     });
-    share(&format!("{name}, toyvm report --folded --lines"), leaves);
+    share(
+        &format!("{name}, toyvm report --folded --lines"),
+        measured,
+        leaves,
+    );
     assert!(
         text.contains("h = (h * 31 + i) % 1000003;"),
         "the source text is shown:\n{text}"
@@ -159,7 +183,11 @@ fn check_tier(name: &str, tier_flags: &[&str], rounds: &str) {
                     .map(|(l, hits)| (l.parse().expect("line"), hits.as_f64().expect("hits")))
                     .collect()
             };
-            share(&format!("{name}, PyPI vmprof"), lines(node("work")));
+            share(
+                &format!("{name}, PyPI vmprof"),
+                measured,
+                lines(node("work")),
+            );
             let main_lines = lines(node("<main>"));
             let at_call: f64 = (main_lines.iter())
                 .filter(|(l, _)| *l == CALL_SITE)
