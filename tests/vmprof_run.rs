@@ -353,7 +353,15 @@ fn samples_on_the_compiler_thread_are_the_compiler_frame_under_main() {
     let path = temp_path("many.prof");
     let run = run_profiled(
         &path,
-        &["--jit-threshold", "2", "--jit-background"],
+        // Every 100 us: the compiler thread's 3-6 ms of CPU give it 30-60
+        // samples (at the default 1 ms, 3-6, and the full suite once saw none).
+        &[
+            "--jit-threshold",
+            "2",
+            "--jit-background",
+            "--vmprof-interval-us",
+            "100",
+        ],
         script.to_str().expect("utf-8"),
         &[],
     );
