@@ -6,7 +6,7 @@
 //! | `.text` (one per run of regions, see below) | `SHT_NOBITS`, `SHF_ALLOC \| SHF_EXECINSTR` | nothing: `sh_addr` and `sh_size` are the live code's address and size |
 //! | `.symtab`, `.strtab` | | one `STT_FUNC` symbol per region, value 0 and size = code size in its `.text` |
 //! | `.eh_frame` | `SHT_PROGBITS` | CIE + FDE per region, absolute (`absptr`) addresses |
-//! | `.debug_info`, `.debug_abbrev`, `.debug_line`, `.debug_str`, `.debug_ranges` | `SHT_PROGBITS` | see [`crate::dwarf`] |
+//! | `.debug_info`, `.debug_abbrev`, `.debug_line`, `.debug_ranges` | `SHT_PROGBITS` | see [`crate::dwarf`] |
 //!
 //! The file is `ET_REL`, like the objects V8 and CPython hand to gdb: gdb
 //! takes each allocated section's `sh_addr` as its absolute load address
