@@ -59,6 +59,9 @@ pub struct CodeChunks {
     /// The chunk of the batch being placed: its id, where it is, the next
     /// free byte.
     open: Option<(ChunkId, Chunk, usize)>,
+    /// The open chunk's bytes, when they are staged here rather than
+    /// written in the chunk ([`CodeChunks::open_staged`]).
+    staged: Option<Vec<u8>>,
     next_id: ChunkId,
     /// Bytes of `held` and `open`.
     bytes: usize,
@@ -85,11 +88,32 @@ impl CodeChunks {
             unsafe { arena::give_back(chunk) };
             return Err(e);
         }
+        Ok(self.opened(chunk, lead))
+    }
+
+    /// Opens a chunk for the next batch as [`open_after`](Self::open_after)
+    /// does, but its bytes are staged in ordinary memory until
+    /// [`finalize_from`](Self::finalize_from) hands them to a publisher
+    /// that maps them at the chunk (`--jit-elf`): the chunk's pages stay as
+    /// the arena reserved them, never writable and never touched, so the
+    /// file's mapping replaces nothing (no `mprotect`, no page fault, no
+    /// TLB flush on the other CPUs).
+    ///
+    /// # Errors
+    /// The arena's.
+    pub fn open_staged(&mut self, lead: usize, bytes: usize) -> io::Result<ChunkId> {
+        debug_assert!(self.open.is_none(), "one batch at a time");
+        let chunk = arena::take(lead + bytes)?;
+        self.staged = Some(vec![0; chunk.len]);
+        Ok(self.opened(chunk, lead))
+    }
+
+    fn opened(&mut self, chunk: Chunk, lead: usize) -> ChunkId {
         let id = self.next_id;
         self.next_id += 1;
         self.bytes += chunk.len;
         self.open = Some((id, chunk, lead));
-        Ok(id)
+        id
     }
 
     /// Frees chunk `id`.
@@ -108,6 +132,7 @@ impl CodeChunks {
 
     /// Drops the open chunk (its batch was not placed whole).
     pub fn abandon(&mut self) {
+        self.staged = None;
         if let Some((_, chunk, _)) = self.open.take() {
             self.bytes -= chunk.len;
             // SAFETY: its code was never made executable.
@@ -134,7 +159,8 @@ impl CodeChunks {
     }
 
     /// Copies `bytes` to address `at`, which must lie with all of them in
-    /// the open chunk (still writable, not executable yet).
+    /// the open chunk (still writable, not executable yet), or to where the
+    /// chunk's bytes are staged.
     ///
     /// # Errors
     /// The range is not inside the open chunk.
@@ -151,10 +177,15 @@ impl CodeChunks {
                 format!("{} bytes at {at:#x} are not in the open chunk", bytes.len()),
             ));
         }
+        if let (Some(staged), Some((_, chunk, _))) = (self.staged.as_mut(), &self.open) {
+            let from = at - chunk.start;
+            staged[from..from + bytes.len()].copy_from_slice(bytes);
+            return Ok(());
+        }
         // SAFETY: the range is inside the open chunk, which is mapped
-        // read+write (`open`), ours alone and holds no code that can run
-        // (it becomes executable only in `finalize`); `bytes` is a separate
-        // allocation, so the two cannot overlap.
+        // read+write (`open_after`), ours alone and holds no code that can
+        // run (it becomes executable only in `finalize`); `bytes` is a
+        // separate allocation, so the two cannot overlap.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
         Ok(())
     }
@@ -168,7 +199,11 @@ impl CodeChunks {
         let Some((id, chunk, _)) = self.open.take() else {
             return Ok(());
         };
-        let made = protect(chunk, libc::PROT_READ | libc::PROT_EXEC);
+        let made = match self.staged.take() {
+            Some(staged) => copy_in(chunk, &staged),
+            None => Ok(()),
+        }
+        .and_then(|()| protect(chunk, libc::PROT_READ | libc::PROT_EXEC));
         // aarch64 does not keep the instruction cache coherent with the
         // bytes just written (x86-64 does): see `icache`.
         // SAFETY: the chunk is mapped (the arena's) and ours.
@@ -178,22 +213,30 @@ impl CodeChunks {
     }
     // ANCHOR_END: finalize
 
-    /// Makes the open chunk's code executable by `publish(start, len)`,
-    /// which maps it from a file (`--jit-elf`); if that fails, as
-    /// [`finalize`](Self::finalize) does, and says why (`Ok(Some(..))`).
+    /// Makes the open chunk's code executable by `publish(start, staged)`,
+    /// which maps the staged bytes at the chunk from a file (`--jit-elf`,
+    /// a chunk from [`open_staged`](Self::open_staged)); if that fails, or
+    /// the chunk was not staged, as [`finalize`](Self::finalize) does, and
+    /// says why (`Ok(Some(..))`).
     ///
     /// # Errors
     /// `mprotect`'s, when the fallback fails too.
     pub fn finalize_from(
         &mut self,
-        publish: impl FnOnce(usize, usize) -> io::Result<()>,
+        publish: impl FnOnce(usize, &[u8]) -> io::Result<()>,
     ) -> io::Result<Option<io::Error>> {
+        let Some(staged) = self.staged.take() else {
+            self.finalize()?;
+            return Ok(Some(io::Error::other("the batch's chunk was not staged")));
+        };
         let Some((id, chunk, _)) = self.open.take() else {
             return Ok(None);
         };
-        let failed = publish(chunk.start, chunk.len).err();
+        let failed = publish(chunk.start, &staged).err();
         if failed.is_some() {
-            // The mapping is unchanged: make it executable in place.
+            // The chunk is as the arena reserved it: write and protect it
+            // in place.
+            copy_in(chunk, &staged)?;
             protect(chunk, libc::PROT_READ | libc::PROT_EXEC)?;
         }
         // SAFETY: the chunk is mapped (from the file, or still the arena's)
@@ -215,6 +258,23 @@ impl CodeChunks {
         }
         self.bytes = 0;
     }
+}
+
+/// Writes `staged` (the chunk's bytes) into `chunk`, which is left
+/// read-write.
+fn copy_in(chunk: Chunk, staged: &[u8]) -> io::Result<()> {
+    protect(chunk, libc::PROT_READ | libc::PROT_WRITE)?;
+    // SAFETY: the chunk is page aligned, inside the arena, ours alone,
+    // mapped read-write just now, holds no code that can run, and is
+    // `staged.len()` bytes long; `staged` is a separate allocation.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            staged.as_ptr(),
+            chunk.start as *mut u8,
+            chunk.len.min(staged.len()),
+        )
+    };
+    Ok(())
 }
 
 fn protect(chunk: Chunk, prot: libc::c_int) -> io::Result<()> {
@@ -239,7 +299,10 @@ mod tests {
     fn every_written_byte_is_prepared_to_run_before_it_runs() {
         for published in [None, Some(true), Some(false)] {
             let mut chunks = CodeChunks::default();
-            chunks.open_after(0, 3000).expect("a chunk");
+            match published {
+                None => chunks.open_after(0, 3000).expect("a chunk"),
+                Some(_) => chunks.open_staged(0, 3000).expect("a chunk"),
+            };
             let mut written = Vec::new();
             for (size, align) in [(100, 16), (700, 32), (1200, 16)] {
                 let at = chunks.allocate(size, align, UNWIND_TAIL).expect("room");
@@ -260,11 +323,17 @@ mod tests {
             }
             let prepared = recorder::take();
             assert!(!prepared.is_empty(), "{published:?}: nothing prepared");
-            for (at, size) in written {
+            for &(at, size) in &written {
                 assert!(
                     (prepared.iter()).any(|&(s, l)| s <= at && at + size <= s + l),
                     "{published:?}: {size} bytes at {at:#x} not prepared: {prepared:x?}"
                 );
+                if published != Some(true) {
+                    // Written in place, or copied in when the file failed.
+                    // SAFETY: the chunk is mapped read+exec and holds these bytes.
+                    let code = unsafe { std::slice::from_raw_parts(at as *const u8, size) };
+                    assert!(code.iter().all(|&b| b == 0xc3), "{published:?}");
+                }
             }
             // SAFETY: nothing of these chunks runs.
             unsafe { chunks.free_all() };

@@ -519,15 +519,21 @@ impl CodeGen {
         }
         let chunk = self.place(&batch, placement)?;
         let lines: Vec<Vec<LineEntry<'_>>> = (batch.iter()).map(|d| line_rows(module, d)).collect();
-        let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
-            .map(|(d, rows)| region(&self.addresses, self.cie.as_ref(), d, rows))
-            .collect();
         if let Some(files) = &self.elf {
-            // SAFETY: the open chunk is this batch's alone, read-write,
-            // written and relocated, and nothing writes it any more;
-            // `regions` borrow code inside it.
-            let made = self.chunks.finalize_from(|start, len| unsafe {
-                files.publish(start, len, &regions).map(drop)
+            let (addresses, cie) = (&self.addresses, self.cie.as_ref());
+            let made = self.chunks.finalize_from(|start, staged| {
+                // The regions as the file describes them: their bytes in
+                // `staged`, at the chunk's offsets.
+                let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
+                    .map(|(d, rows)| {
+                        let at = addresses[&d.id] - start;
+                        staged_region(&staged[at..at + d.size], cie, d, rows)
+                    })
+                    .collect();
+                // SAFETY: the open chunk is this batch's alone, reserved,
+                // never touched and running nothing; `staged` holds its
+                // bytes, relocated for it, in a separate allocation.
+                unsafe { files.publish_staged(start, staged, &regions).map(drop) }
             });
             match made {
                 Ok(None) => {}
@@ -540,7 +546,6 @@ impl CodeGen {
                     }
                 }
                 Err(e) => {
-                    drop(regions);
                     for d in &batch {
                         self.addresses.remove(&d.id);
                     }
@@ -550,6 +555,11 @@ impl CodeGen {
                 }
             }
         }
+        // The code is in place and executable now: the regions every
+        // other profiler is told of borrow it where it runs.
+        let regions: Vec<CodeRegion<'_>> = (batch.iter().zip(&lines))
+            .map(|(d, rows)| region(&self.addresses, self.cie.as_ref(), d, rows))
+            .collect();
         let mut live = LiveChunk {
             regions: regions.len(),
             ids: (batch.iter())
@@ -613,9 +623,14 @@ impl CodeGen {
                 room: self.room(),
             });
         }
-        // Under --jit-elf the chunk's first page holds the file's headers.
-        let chunk = (self.chunks.open_after(lead, needed))
-            .map_err(|e| FinishError::Failed(format!("JIT code memory: {e}")))?;
+        // Under --jit-elf the chunk's first page holds the file's headers,
+        // and the batch is staged until its file is mapped there.
+        let opened = if self.elf.is_some() {
+            self.chunks.open_staged(lead, needed)
+        } else {
+            self.chunks.open_after(lead, needed)
+        };
+        let chunk = opened.map_err(|e| FinishError::Failed(format!("JIT code memory: {e}")))?;
         let opened = self.held() - held;
         match self.write_batch(batch) {
             Ok(()) => {
@@ -785,11 +800,23 @@ fn region<'a>(
     rows: &'a [LineEntry<'a>],
 ) -> CodeRegion<'a> {
     let start = addresses[&d.id] as *const u8;
-    // SAFETY: `write_batch` wrote `size` bytes of final code at `start`,
-    // now mapped read+exec until its chunk is released or the `CodeGen`
-    // owning `addresses` is dropped; both need `&mut` of it, which the
-    // borrow of `addresses` for `'a` rules out while the slice lives.
+    // SAFETY: `write_batch` wrote `size` bytes of final code at `start`
+    // (or `finish` mapped them there from a file), now mapped read+exec
+    // until its chunk is released or the `CodeGen` owning `addresses` is
+    // dropped; both need `&mut` of it, which the borrow of `addresses` for
+    // `'a` rules out while the slice lives.
     let code = unsafe { std::slice::from_raw_parts(start, d.size) };
+    staged_region(code, cie, d, rows)
+}
+
+/// The region of `d` whose code is `code`: where it runs, or a staged
+/// copy.
+fn staged_region<'a>(
+    code: &'a [u8],
+    cie: Option<&'a CommonInformationEntry>,
+    d: &'a Defined,
+    rows: &'a [LineEntry<'a>],
+) -> CodeRegion<'a> {
     let region = CodeRegion::new(code, &d.name).with_lines(rows);
     match (cie, &d.fde) {
         (Some(cie), Some(fde)) => region.with_unwind(UnwindInfo { cie, fde }),

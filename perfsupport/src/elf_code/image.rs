@@ -75,10 +75,12 @@ fn invalid(what: &str) -> io::Error {
 }
 
 /// The `.eh_frame_hdr` and `.eh_frame` of `regions`, for a file whose
-/// `.text` starts at ELF address `text` and holds the chunk that starts at
-/// runtime address `chunk`; the header at ELF address `at`.
+/// `.text` starts at ELF address `text` and holds the chunk whose bytes
+/// start at `base` (where `regions` borrow them) and run at `chunk`; the
+/// header at ELF address `at`.
 fn unwind_sections(
     text: u64,
+    base: u64,
     chunk: u64,
     regions: &[CodeRegion<'_>],
     at: u64,
@@ -93,9 +95,11 @@ fn unwind_sections(
         let Some(unwind) = region.unwind else {
             continue;
         };
-        let vaddr = text + (region.start() - chunk);
+        let offset = region.start() - base;
+        let vaddr = text + offset;
         let cie_at = writer.len() as u64;
-        writer.rebase(vaddr, region.size(), FdeBase::Runtime(region.start()));
+        // An FDE with a constant address names the code where it runs.
+        writer.rebase(vaddr, region.size(), FdeBase::Runtime(chunk + offset));
         write_cie_fde(&mut writer, unwind, DW_EH_PE_pcrel | DW_EH_PE_sdata4)?;
         let bytes = writer.bytes();
         let cie_length = u32::from_le_bytes(
@@ -129,10 +133,11 @@ fn unwind_sections(
     Ok((hdr, eh_frame))
 }
 
-/// The ELF file of a chunk: `mem`, its bytes as they run at runtime
+/// The ELF file of a chunk: `mem`, its bytes as they will run at runtime
 /// address `chunk` (a first page left for the headers, the regions, which
 /// must lie after it, and spare bytes after the last one), mapped from file
-/// offset 0; the unwind tables and build-id note in the spare bytes; the
+/// offset 0. `regions` borrow their code in `mem`, which may be the chunk
+/// itself or a copy staged elsewhere; the unwind tables and build-id note in the spare bytes; the
 /// DWARF of the regions (relative source paths found from `comp_dir`)
 /// after the segment. `salt` goes into the build-id with the file's bytes:
 /// identical code published twice still gets two build-ids.
@@ -150,11 +155,14 @@ pub fn build(
     const TEXT_ALIGN: u64 = 16;
     let text = 0;
     let len = mem.len() as u64;
-    let end = chunk
+    chunk
         .checked_add(len)
         .ok_or_else(|| invalid("JIT code file: the chunk wraps around the address space"))?;
+    // Where the regions' bytes are: offsets in the file are from here.
+    let base = mem.as_ptr() as u64;
+    let end = base + len;
     for r in regions {
-        if r.start() < chunk + page || r.start() + r.size() > end {
+        if r.start() < base + page || r.start() + r.size() > end {
             return Err(invalid(&format!(
                 "JIT code file: region {:?} lies outside its chunk (or in its first page)",
                 r.name
@@ -165,11 +173,11 @@ pub fn build(
     // regions has none, and its tables follow the headers' page.
     let code_end = regions
         .iter()
-        .map(|r| r.start() + r.size() - chunk)
+        .map(|r| r.start() + r.size() - base)
         .max()
         .unwrap_or(page);
     let eh_hdr_at = text + code_end.next_multiple_of(TEXT_ALIGN);
-    let (eh_hdr, eh_frame) = unwind_sections(text, chunk, regions, eh_hdr_at)?;
+    let (eh_hdr, eh_frame) = unwind_sections(text, base, chunk, regions, eh_hdr_at)?;
     let eh_frame_at = eh_hdr_at + eh_hdr.len() as u64;
     let note_at = (eh_frame_at + eh_frame.len() as u64).next_multiple_of(4);
     let tables_end = note_at + NOTE_SIZE as u64;
@@ -186,7 +194,7 @@ pub fn build(
     let views: Vec<RegionView<'_>> = regions
         .iter()
         .map(|r| RegionView {
-            start: text + (r.start() - chunk),
+            start: text + (r.start() - base),
             ..RegionView::from(r)
         })
         .collect();
@@ -306,7 +314,7 @@ pub fn build(
             st_info: elf::STB_GLOBAL | elf::STT_FUNC,
             st_other: elf::STV_DEFAULT.into(),
             st_shndx: elf::SHN_UNDEF,
-            st_value: text + (r.start() - chunk),
+            st_value: text + (r.start() - base),
             st_size: r.size(),
         });
     }

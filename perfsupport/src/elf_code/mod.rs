@@ -148,6 +148,56 @@ impl ElfCodeFiles {
         len: usize,
         regions: &[CodeRegion<'_>],
     ) -> io::Result<PathBuf> {
+        self.check_chunk(chunk, len)?;
+        crate::validation::validate_batch(regions)?;
+        let image = {
+            // SAFETY: the caller guarantees [chunk, chunk + len) is mapped,
+            // readable and not written during the call; the slice is gone
+            // before the mapping replaces those bytes.
+            let code = unsafe { std::slice::from_raw_parts(chunk as *const u8, len) };
+            self.image(chunk, code, regions)?
+        };
+        // SAFETY: the caller's contract.
+        unsafe { self.write_and_map(image, chunk, len) }
+    }
+
+    /// Publishes a batch whose bytes were staged in ordinary memory, not
+    /// written at the addresses where they will run: as
+    /// [`publish`](Self::publish), with the chunk's bytes (its first page
+    /// left free, then the code relocated for `chunk`, then spare bytes)
+    /// read from `staged`, and `regions` borrowing their code in `staged`.
+    /// The chunk's pages need not be readable or ever have been touched: a
+    /// VM that stages its batches never maps them writable, so no page of
+    /// the chunk is populated before the file's mapping replaces it (no
+    /// `mprotect`, no page fault, and no TLB flush on other CPUs when the
+    /// mapping replaces it).
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish); the chunk is then unchanged.
+    ///
+    /// # Safety
+    ///
+    /// `[chunk, chunk + staged.len())` must be memory the caller mapped
+    /// (with any protection) and owns: nothing else lives in those pages,
+    /// no code in them runs, and `staged` lies elsewhere. On success the
+    /// pages are a read-only, executable mapping of the file with
+    /// `staged`'s contents.
+    pub unsafe fn publish_staged(
+        &self,
+        chunk: usize,
+        staged: &[u8],
+        regions: &[CodeRegion<'_>],
+    ) -> io::Result<PathBuf> {
+        self.check_chunk(chunk, staged.len())?;
+        crate::validation::validate_batch(regions)?;
+        let image = self.image(chunk, staged, regions)?;
+        // SAFETY: the caller's contract.
+        unsafe { self.write_and_map(image, chunk, staged.len()) }
+    }
+
+    /// A chunk starts and ends on a page boundary and is a valid range.
+    fn check_chunk(&self, chunk: usize, len: usize) -> io::Result<()> {
         if !(chunk as u64).is_multiple_of(self.page)
             || !(len as u64).is_multiple_of(self.page)
             || len == 0
@@ -157,37 +207,51 @@ impl ElfCodeFiles {
                 "JIT code files: a chunk must start and end on a page boundary",
             ));
         }
-        crate::validation::validate_ranges(&[(chunk, len)])?;
-        crate::validation::validate_batch(regions)?;
-        // SAFETY: the caller guarantees [chunk, chunk + len) is mapped,
-        // readable and not written during the call.
-        let code = unsafe { std::slice::from_raw_parts(chunk as *const u8, len) };
-        let NewFile { number, path, file } = match self.ahead.take() {
+        crate::validation::validate_ranges(&[(chunk, len)])
+    }
+
+    /// The next file, and the image of the chunk whose bytes are `mem`
+    /// (see [`image::build`]) to write into it.
+    fn image(
+        &self,
+        chunk: usize,
+        mem: &[u8],
+        regions: &[CodeRegion<'_>],
+    ) -> io::Result<(NewFile, Vec<u8>)> {
+        let new = match self.ahead.take() {
             Some(prepared) => prepared,
             None => self.ahead.create()?,
         };
         let salt = [
             u64::from(std::process::id()).to_le_bytes(),
-            number.to_le_bytes(),
+            new.number.to_le_bytes(),
             (chunk as u64).to_le_bytes(),
         ]
         .concat();
-        let bytes = match image::build(
-            self.page,
-            chunk as u64,
-            code,
-            regions,
-            &self.comp_dir,
-            &salt,
-        ) {
-            Ok(bytes) => bytes,
+        match image::build(self.page, chunk as u64, mem, regions, &self.comp_dir, &salt) {
+            Ok(bytes) => Ok((new, bytes)),
             Err(e) => {
                 // Nothing was written: the file is not worth keeping.
-                drop(file);
-                let _ = std::fs::remove_file(&path);
-                return Err(e);
+                drop(new.file);
+                let _ = std::fs::remove_file(&new.path);
+                Err(e)
             }
-        };
+        }
+    }
+
+    /// Writes `image` into its file and maps the file's first `len` bytes
+    /// read+execute at `chunk`.
+    ///
+    /// # Safety
+    /// As [`publish_staged`](Self::publish_staged), the image being the
+    /// chunk's.
+    unsafe fn write_and_map(
+        &self,
+        (new, bytes): (NewFile, Vec<u8>),
+        chunk: usize,
+        len: usize,
+    ) -> io::Result<PathBuf> {
+        let NewFile { path, file, .. } = new;
         // At offset 0: a file made ahead already holds zeros (see `ahead`).
         let result = file.write_all_at(&bytes, 0).and_then(|()| {
             // SAFETY: the caller's contract; the file's first `len` bytes

@@ -132,9 +132,18 @@ fn the_file_maps_its_code_at_the_page_and_describes_every_region() {
 #[test]
 fn a_region_outside_its_chunk_is_refused() {
     let (code, a, b) = page_with_two();
-    let regions = regions(&code, &a, &b);
-    let elsewhere = code.as_ptr() as u64 + 16384;
-    let err = image::build(4096, elsewhere, &code, &regions, "/src", b"").expect_err("refused");
+    // The regions borrow their code from another copy of the chunk.
+    let (other, ..) = page_with_two();
+    let regions = regions(&other, &a, &b);
+    let chunk = code.as_ptr() as u64;
+    let err = image::build(4096, chunk, &code, &regions, "/src", b"").expect_err("refused");
+    assert!(err.to_string().contains("outside its chunk"), "{err}");
+    // In the chunk's first page (the headers') too.
+    let early = [CodeRegion::new(
+        &code[16..16 + LEN],
+        "toy:jit:early:t.toy:1",
+    )];
+    let err = image::build(4096, chunk, &code, &early, "/src", b"").expect_err("refused");
     assert!(err.to_string().contains("outside its chunk"), "{err}");
 }
 
@@ -205,6 +214,59 @@ fn published_code_runs_from_its_file() {
         }
         eprintln!("{text}");
     }
+    // SAFETY: the mapping made above, not used any more.
+    unsafe { libc::munmap(chunk, 2 * page) };
+}
+
+/// A batch staged in ordinary memory is published over pages that were
+/// never readable, writable or touched, and runs from its file there.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn staged_code_runs_from_its_file_over_untouched_pages() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = super::ElfCodeFiles::create(dir.path(), "toyvm").expect("files");
+    let page = files.page_size() as usize;
+    // SAFETY: a fresh private anonymous reservation, owned by this test.
+    let chunk = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            2 * page,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(chunk, libc::MAP_FAILED);
+    let start = chunk as usize;
+    let mut staged = vec![0u8; 2 * page];
+    staged[page..page + LEN].copy_from_slice(&FORTY_TWO);
+    let cfi = forty_two_cfi();
+    let region = CodeRegion::new(&staged[page..page + LEN], "toy:jit:staged:t.toy:1")
+        .with_unwind(cfi.unwind_info());
+    // SAFETY: the reservation is ours, holds nothing and runs nothing;
+    // `staged` is a separate allocation.
+    let path = unsafe { files.publish_staged(start, &staged, &[region]) }.expect("published");
+    let line = mapping_at(start).expect("the chunk's mapping");
+    assert!(
+        line.contains(" r-xp ") && line.ends_with(path.to_str().expect("utf-8")),
+        "{line}"
+    );
+    // The file's symbol and FDE name the code where it runs, not where it
+    // was staged: the symbol at the page, the FDE's address at the page.
+    let bytes = std::fs::read(&path).expect("file");
+    let file = ElfFile64::<Endianness>::parse(&*bytes).expect("a valid ELF");
+    let symbol = (file.symbols())
+        .find(|s| s.name() == Ok("toy:jit:staged:t.toy:1"))
+        .expect("the symbol");
+    assert_eq!(symbol.address(), page as u64);
+    // SAFETY: the second page holds FORTY_TWO at its start, executable now.
+    let answer: extern "C" fn() -> i32 = unsafe { std::mem::transmute(start + page) };
+    assert_eq!(answer(), 42);
+    // A chunk that is not page-aligned is refused and left alone.
+    // SAFETY: as above; the call fails before it maps anything.
+    let err = unsafe { files.publish_staged(start + 16, &staged, &[]) }.expect_err("refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     // SAFETY: the mapping made above, not used any more.
     unsafe { libc::munmap(chunk, 2 * page) };
 }
