@@ -226,7 +226,7 @@ fn one(work: &PerfWork, output: Output, signal: i32, delay: Duration, what: &str
             c
         }
     };
-    let mut child = command
+    let mut child = common::default_stop_signals(&mut command)
         .arg(&script)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

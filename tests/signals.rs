@@ -3,6 +3,8 @@
 //! file is complete (trailer included), and the exit status is 128 + the
 //! signal, in the interpreter and in compiled code alike.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -58,17 +60,18 @@ fn a_stop_signal_keeps_printed_output_and_completes_the_profile() {
             let prof = dir.join(format!("p-{signal}.prof"));
             let _ = std::fs::remove_file(&prof);
             let out = std::fs::File::create(&out_path).expect("stdout file");
-            let child = Command::new(env!("CARGO_BIN_EXE_toyvm"))
-                .arg("run")
-                .args(tier)
-                .arg("--vmprof")
-                .arg(&prof)
-                .arg(&script)
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn toyvm");
+            let child =
+                common::default_stop_signals(&mut Command::new(env!("CARGO_BIN_EXE_toyvm")))
+                    .arg("run")
+                    .args(tier)
+                    .arg("--vmprof")
+                    .arg(&prof)
+                    .arg(&script)
+                    .stdin(Stdio::null())
+                    .stdout(out)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("spawn toyvm");
             wait_for_the_loop(&prof, &what);
             // SAFETY: kill only sends a signal to our child.
             assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
@@ -150,9 +153,10 @@ fn a_signal_ignored_at_start_stays_ignored() {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(Stdio::piped());
-        // SAFETY: between fork and exec, only async-signal-safe signal(2).
+        // SAFETY: between fork and exec, only async-signal-safe signal(2),
+        // after the defaults `default_stop_signals` restores.
         unsafe {
-            command.pre_exec(|| {
+            common::default_stop_signals(&mut command).pre_exec(|| {
                 libc::signal(libc::SIGHUP, libc::SIG_IGN);
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
                 Ok(())

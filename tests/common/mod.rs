@@ -318,3 +318,22 @@ pub fn measured(dir: &Path, args: &[&str]) -> Measured {
         peak_kib: usage.ru_maxrss,
     }
 }
+
+/// Restores SIGHUP, SIGINT and SIGTERM to their default action in the child
+/// `command` starts, before it runs: a test that sends them must not depend
+/// on how the test itself was started. Under `nohup` SIGHUP is ignored, every
+/// child inherits that, and toyvm rightly keeps ignoring a signal ignored at
+/// its start (a suite run under `nohup` once failed `signals` and `chaos` so).
+pub fn default_stop_signals(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only calls signal(2), which
+    // is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        })
+    }
+}
