@@ -236,8 +236,13 @@ impl CodeChunks {
         if failed.is_some() {
             // The chunk is as the arena reserved it: write and protect it
             // in place.
-            copy_in(chunk, &staged)?;
-            protect(chunk, libc::PROT_READ | libc::PROT_EXEC)?;
+            let fallback = copy_in(chunk, &staged)
+                .and_then(|()| protect(chunk, libc::PROT_READ | libc::PROT_EXEC));
+            if let Err(e) = fallback {
+                // Held, so that the caller's `free` gives it back.
+                self.held.push((id, chunk));
+                return Err(e);
+            }
         }
         // SAFETY: the chunk is mapped (from the file, or still the arena's)
         // and ours.
