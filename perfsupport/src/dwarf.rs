@@ -279,12 +279,19 @@ impl<'a> LineProgram<'a> {
                 invalid(format!("{:?}: line rows not sorted by offset", region.name))
             })?;
             let line_step = i64::from(entry.line) - line;
-            let special = (line_step - LINE_BASE) < i64::from(LINE_RANGE) && line_step >= LINE_BASE;
-            let opcode = (line_step - LINE_BASE) as u64
-                + u64::from(LINE_RANGE) * address_step
-                + u64::from(OPCODE_BASE);
-            if special && opcode <= 255 {
-                p.push(opcode as u8);
+            // A special opcode when the line step is in range and the sum
+            // fits in a byte (computed only then: no overflow).
+            let special = (LINE_BASE..LINE_BASE + i64::from(LINE_RANGE))
+                .contains(&line_step)
+                .then(|| {
+                    ((line_step - LINE_BASE) as u64)
+                        .checked_add(address_step.checked_mul(u64::from(LINE_RANGE))?)?
+                        .checked_add(u64::from(OPCODE_BASE))
+                })
+                .flatten()
+                .and_then(|op| u8::try_from(op).ok());
+            if let Some(opcode) = special {
+                p.push(opcode);
             } else {
                 if line_step != 0 {
                     p.push(DW_LNS_advance_line.0);

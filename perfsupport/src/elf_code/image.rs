@@ -46,7 +46,7 @@
 //!   `.debug_line`, the rows perf gets through jitdump, so `perf report
 //!   --sort srcline`, `perf annotate`, `addr2line`, `eu-stack -s` and a
 //!   fleet backend that symbolizes by build-id show Toy source lines.
-//!   They cost the file some bytes and the batch the time `gimli::write`
+//!   They cost the file some bytes and the batch the time the hand-written writer
 //!   takes (`bench/jit_elf.py`), not a page of memory.
 //! * The build-id is the SHA-1 of the file's bytes (the note's descriptor
 //!   zeroed; the zeros that pad the headers' page and the segment left
