@@ -44,6 +44,27 @@ fn temp_dir() -> PathBuf {
     dir
 }
 
+/// `toyvm run TIER --vmprof PROF SCRIPT`, stdout to `out`, stderr piped,
+/// the stop signals at their default action whatever this test inherited.
+fn profiled_run(
+    tier: &[&str],
+    prof: &std::path::Path,
+    script: &std::path::Path,
+    out: std::fs::File,
+) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toyvm"));
+    common::default_stop_signals(&mut command)
+        .arg("run")
+        .args(tier)
+        .arg("--vmprof")
+        .arg(prof)
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(Stdio::piped());
+    command
+}
+
 #[test]
 fn a_stop_signal_keeps_printed_output_and_completes_the_profile() {
     let dir = temp_dir();
@@ -60,18 +81,9 @@ fn a_stop_signal_keeps_printed_output_and_completes_the_profile() {
             let prof = dir.join(format!("p-{signal}.prof"));
             let _ = std::fs::remove_file(&prof);
             let out = std::fs::File::create(&out_path).expect("stdout file");
-            let child =
-                common::default_stop_signals(&mut Command::new(env!("CARGO_BIN_EXE_toyvm")))
-                    .arg("run")
-                    .args(tier)
-                    .arg("--vmprof")
-                    .arg(&prof)
-                    .arg(&script)
-                    .stdin(Stdio::null())
-                    .stdout(out)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("spawn toyvm");
+            let child = profiled_run(tier, &prof, &script, out)
+                .spawn()
+                .expect("spawn toyvm");
             wait_for_the_loop(&prof, &what);
             // SAFETY: kill only sends a signal to our child.
             assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
@@ -143,20 +155,11 @@ fn a_signal_ignored_at_start_stays_ignored() {
         // The profile only tells when the loop runs (see below).
         let prof = dir.join("p-ignored.prof");
         let _ = std::fs::remove_file(&prof);
-        let mut command = Command::new(env!("CARGO_BIN_EXE_toyvm"));
-        command
-            .arg("run")
-            .args(tier)
-            .arg("--vmprof")
-            .arg(&prof)
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(Stdio::piped());
+        let mut command = profiled_run(tier, &prof, &script, out);
         // SAFETY: between fork and exec, only async-signal-safe signal(2),
         // after the defaults `default_stop_signals` restores.
         unsafe {
-            common::default_stop_signals(&mut command).pre_exec(|| {
+            command.pre_exec(|| {
                 libc::signal(libc::SIGHUP, libc::SIG_IGN);
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
                 Ok(())

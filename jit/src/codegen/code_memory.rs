@@ -23,6 +23,9 @@
 //! The pipeline places each batch itself ([`CodeChunks::open_after`], then
 //! [`CodeChunks::allocate`] and [`CodeChunks::write`] per region, code
 //! already relocated for its address, then [`CodeChunks::finalize`]);
+//! under `--jit-elf` the batch is staged in ordinary memory instead
+//! ([`CodeChunks::open_staged`]) and [`CodeChunks::finalize_from`] hands it
+//! to the code files, which map it over the chunk's untouched pages;
 //! [`CodeChunks::free_all`] gives every chunk still held back when the JIT
 //! is dropped. Nothing of it goes through cranelift-jit's memory provider.
 
@@ -56,15 +59,22 @@ pub type ChunkId = u64;
 pub struct CodeChunks {
     /// Chunks holding finalized code, by id.
     held: Vec<(ChunkId, Chunk)>,
-    /// The chunk of the batch being placed: its id, where it is, the next
-    /// free byte.
-    open: Option<(ChunkId, Chunk, usize)>,
-    /// The open chunk's bytes, when they are staged here rather than
-    /// written in the chunk ([`CodeChunks::open_staged`]).
-    staged: Option<Vec<u8>>,
+    /// The chunk of the batch being placed.
+    open: Option<Open>,
     next_id: ChunkId,
     /// Bytes of `held` and `open`.
     bytes: usize,
+}
+
+/// The chunk of the batch being placed.
+struct Open {
+    id: ChunkId,
+    chunk: Chunk,
+    /// Offset of the next free byte.
+    next: usize,
+    /// The chunk's bytes, when they are staged here rather than written in
+    /// the chunk ([`CodeChunks::open_staged`]).
+    staged: Option<Vec<u8>>,
 }
 
 impl CodeChunks {
@@ -88,7 +98,7 @@ impl CodeChunks {
             unsafe { arena::give_back(chunk) };
             return Err(e);
         }
-        Ok(self.opened(chunk, lead))
+        Ok(self.opened(chunk, lead, None))
     }
 
     /// Opens a chunk for the next batch as [`open_after`](Self::open_after)
@@ -104,15 +114,19 @@ impl CodeChunks {
     pub fn open_staged(&mut self, lead: usize, bytes: usize) -> io::Result<ChunkId> {
         debug_assert!(self.open.is_none(), "one batch at a time");
         let chunk = arena::take(lead + bytes)?;
-        self.staged = Some(vec![0; chunk.len]);
-        Ok(self.opened(chunk, lead))
+        Ok(self.opened(chunk, lead, Some(vec![0; chunk.len])))
     }
 
-    fn opened(&mut self, chunk: Chunk, lead: usize) -> ChunkId {
+    fn opened(&mut self, chunk: Chunk, lead: usize, staged: Option<Vec<u8>>) -> ChunkId {
         let id = self.next_id;
         self.next_id += 1;
         self.bytes += chunk.len;
-        self.open = Some((id, chunk, lead));
+        self.open = Some(Open {
+            id,
+            chunk,
+            next: lead,
+            staged,
+        });
         id
     }
 
@@ -132,8 +146,7 @@ impl CodeChunks {
 
     /// Drops the open chunk (its batch was not placed whole).
     pub fn abandon(&mut self) {
-        self.staged = None;
-        if let Some((_, chunk, _)) = self.open.take() {
+        if let Some(Open { chunk, .. }) = self.open.take() {
             self.bytes -= chunk.len;
             // SAFETY: its code was never made executable.
             unsafe { arena::give_back(chunk) };
@@ -147,7 +160,7 @@ impl CodeChunks {
     /// The open chunk is missing or full (its batch was sized wrong).
     pub fn allocate(&mut self, size: usize, align: usize, tail: usize) -> io::Result<usize> {
         let full = || io::Error::new(io::ErrorKind::OutOfMemory, "the batch's chunk is full");
-        let (_, chunk, next) = self.open.as_mut().ok_or_else(full)?;
+        let Open { chunk, next, .. } = self.open.as_mut().ok_or_else(full)?;
         let align = align.max(16);
         let at = next.div_ceil(align) * align;
         let end = (at.checked_add(size))
@@ -165,20 +178,20 @@ impl CodeChunks {
     /// # Errors
     /// The range is not inside the open chunk.
     pub fn write(&mut self, at: usize, bytes: &[u8]) -> io::Result<()> {
-        let inside = |(_, chunk, _): &(ChunkId, Chunk, usize)| {
-            at >= chunk.start
+        let inside = |open: &&mut Open| {
+            at >= open.chunk.start
                 && at
                     .checked_add(bytes.len())
-                    .is_some_and(|end| end <= chunk.start + chunk.len)
+                    .is_some_and(|end| end <= open.chunk.start + open.chunk.len)
         };
-        if !self.open.as_ref().is_some_and(inside) {
+        let Some(open) = self.open.as_mut().filter(inside) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{} bytes at {at:#x} are not in the open chunk", bytes.len()),
             ));
-        }
-        if let (Some(staged), Some((_, chunk, _))) = (self.staged.as_mut(), &self.open) {
-            let from = at - chunk.start;
+        };
+        if let Some(staged) = &mut open.staged {
+            let from = at - open.chunk.start;
             staged[from..from + bytes.len()].copy_from_slice(bytes);
             return Ok(());
         }
@@ -190,17 +203,30 @@ impl CodeChunks {
         Ok(())
     }
 
-    // ANCHOR: finalize
-    /// Makes the open chunk's code executable (and no longer writable).
+    /// Makes the open chunk's code executable (and no longer writable)
+    /// where it is.
     ///
     /// # Errors
     /// `mprotect`'s.
     pub fn finalize(&mut self) -> io::Result<()> {
-        let Some((id, chunk, _)) = self.open.take() else {
-            return Ok(());
-        };
-        let made = match self.staged.take() {
-            Some(staged) => copy_in(chunk, &staged),
+        match self.open.take() {
+            Some(open) => self.in_place(open),
+            None => Ok(()),
+        }
+    }
+
+    // ANCHOR: finalize
+    /// Makes `open`'s code executable in its own pages: a staged chunk's
+    /// bytes are copied in first. Held either way, so that `free` gives
+    /// it back.
+    fn in_place(
+        &mut self,
+        Open {
+            id, chunk, staged, ..
+        }: Open,
+    ) -> io::Result<()> {
+        let made = match &staged {
+            Some(bytes) => copy_in(chunk, bytes),
             None => Ok(()),
         }
         .and_then(|()| protect(chunk, libc::PROT_READ | libc::PROT_EXEC));
@@ -225,30 +251,22 @@ impl CodeChunks {
         &mut self,
         publish: impl FnOnce(usize, &[u8]) -> io::Result<()>,
     ) -> io::Result<Option<io::Error>> {
-        let Some(staged) = self.staged.take() else {
-            self.finalize()?;
-            return Ok(Some(io::Error::other("the batch's chunk was not staged")));
-        };
-        let Some((id, chunk, _)) = self.open.take() else {
+        let Some(open) = self.open.take() else {
             return Ok(None);
         };
-        let failed = publish(chunk.start, &staged).err();
-        if failed.is_some() {
-            // The chunk is as the arena reserved it: write and protect it
-            // in place.
-            let fallback = copy_in(chunk, &staged)
-                .and_then(|()| protect(chunk, libc::PROT_READ | libc::PROT_EXEC));
-            if let Err(e) = fallback {
-                // Held, so that the caller's `free` gives it back.
-                self.held.push((id, chunk));
-                return Err(e);
+        let published = match &open.staged {
+            Some(bytes) => publish(open.chunk.start, bytes),
+            None => Err(io::Error::other("the batch's chunk was not staged")),
+        };
+        match published {
+            Ok(()) => {
+                // SAFETY: the chunk is mapped (from the file) and ours.
+                unsafe { super::icache::prepare_to_run(open.chunk.start, open.chunk.len, true) };
+                self.held.push((open.id, open.chunk));
+                Ok(None)
             }
+            Err(why) => self.in_place(open).map(|()| Some(why)),
         }
-        // SAFETY: the chunk is mapped (from the file, or still the arena's)
-        // and ours.
-        unsafe { super::icache::prepare_to_run(chunk.start, chunk.len, failed.is_none()) };
-        self.held.push((id, chunk));
-        Ok(failed)
     }
 
     /// Gives every chunk back (the JIT is dropped).
@@ -269,9 +287,9 @@ impl CodeChunks {
 /// read-write.
 fn copy_in(chunk: Chunk, staged: &[u8]) -> io::Result<()> {
     protect(chunk, libc::PROT_READ | libc::PROT_WRITE)?;
-    // SAFETY: the chunk is page aligned, inside the arena, ours alone,
-    // mapped read-write just now, holds no code that can run, and is
-    // `staged.len()` bytes long; `staged` is a separate allocation.
+    // SAFETY: the chunk is page aligned, inside the arena, ours alone and
+    // mapped read-write just now, holds no code that can run, and the copy
+    // stays inside both it and `staged`, a separate allocation.
     unsafe {
         std::ptr::copy_nonoverlapping(
             staged.as_ptr(),

@@ -549,8 +549,13 @@ impl CodeGen {
                     for d in &batch {
                         self.addresses.remove(&d.id);
                     }
+                    let held = self.held();
                     // SAFETY: nothing of the batch was handed out or described.
                     unsafe { self.chunks.free(chunk) };
+                    if placement == Placement::Pinned {
+                        // `place` counted the chunk as pinned.
+                        self.pinned -= held - self.held();
+                    }
                     return Err(FinishError::Failed(format!("JIT code memory: {e}")));
                 }
             }

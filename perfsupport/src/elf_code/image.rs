@@ -164,7 +164,9 @@ fn unwind_sections(
 /// identical code published twice still gets two build-ids.
 ///
 /// # Errors
-/// A region outside the chunk, or spare bytes too few for the tables.
+/// A page size that is not a power of two of at least 4096 bytes, a chunk
+/// not a whole number of pages, a region outside the chunk, or spare bytes
+/// too few for the tables.
 pub fn build(
     page: u64,
     chunk: u64,
@@ -176,6 +178,12 @@ pub fn build(
     const TEXT_ALIGN: u64 = 16;
     let text = 0;
     let len = mem.len() as u64;
+    if !page.is_power_of_two() || page < 4096 || len < page || !len.is_multiple_of(page) {
+        return Err(invalid(&format!(
+            "JIT code file: a chunk of {len} bytes is not whole pages of {page} bytes \
+             (a power of two, at least 4096)"
+        )));
+    }
     chunk
         .checked_add(len)
         .ok_or_else(|| invalid("JIT code file: the chunk wraps around the address space"))?;

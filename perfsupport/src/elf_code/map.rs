@@ -43,8 +43,9 @@ pub(super) fn probe_exec(file: &File, len: usize) -> io::Result<()> {
 /// # Safety
 ///
 /// `[chunk, chunk + len)` is a page-aligned range the caller owns (no Rust
-/// object other than the caller's code lives there, nothing writes it from
-/// now on), and the file holds at `offset` the bytes the range holds now.
+/// object lives there and no reference points into it, no code in it runs,
+/// nothing writes it from now on); afterwards it shows the file's bytes
+/// from `offset`, the code the caller means to run there.
 pub(super) unsafe fn map_code(
     file: &File,
     offset: u64,
@@ -54,8 +55,9 @@ pub(super) unsafe fn map_code(
     let offset = libc::off_t::try_from(offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
     // SAFETY: MAP_FIXED over a range the caller owns (see above): it
-    // replaces the read-write pages by the file's identical bytes, read
-    // and execute only. A failure in the checks before the mapping (a
+    // replaces whatever was mapped there (read-write pages of the same
+    // code, or an untouched reservation) by the file's bytes, read and
+    // execute only. A failure in the checks before the mapping (a
     // `noexec` file system, a descriptor not open for reading) leaves the
     // old pages in place.
     let at = unsafe {

@@ -263,8 +263,8 @@ impl ElfCodeFiles {
         // At offset 0: a file made ahead already holds zeros (see `ahead`).
         let result = file.write_all_at(&bytes, 0).and_then(|()| {
             // SAFETY: the caller's contract; the file's first `len` bytes
-            // are the chunk's (its first page and spare bytes aside), so
-            // the mapping shows the same code.
+            // are the chunk's code as the caller staged or wrote it (the
+            // headers' page and the tables in the spare bytes aside).
             unsafe { map::map_code(&file, 0, chunk, len) }
         });
         drop(file);

@@ -147,6 +147,38 @@ fn a_region_outside_its_chunk_is_refused() {
     assert!(err.to_string().contains("outside its chunk"), "{err}");
 }
 
+#[test]
+fn a_page_size_the_headers_do_not_fit_is_refused() {
+    let (code, a, b) = page_with_two();
+    let regions = regions(&code, &a, &b);
+    let chunk = code.as_ptr() as u64;
+    for page in [0, 64, 3000, 6144, 16384] {
+        let err = image::build(page, chunk, &code, &regions, "/src", b"")
+            .expect_err("a bad page size is refused");
+        assert!(err.to_string().contains("whole pages"), "{page}: {err}");
+    }
+}
+
+/// A fresh private anonymous mapping of `len` bytes with protection `prot`,
+/// owned by the calling test.
+#[cfg(target_arch = "x86_64")]
+fn anonymous(len: usize, prot: libc::c_int) -> *mut libc::c_void {
+    // SAFETY: a new mapping at an address of the kernel's choosing touches
+    // no existing memory.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(at, libc::MAP_FAILED);
+    at
+}
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn published_code_runs_from_its_file() {
@@ -154,18 +186,7 @@ fn published_code_runs_from_its_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let files = super::ElfCodeFiles::create(dir.path(), "toyvm").expect("files");
     let page = files.page_size() as usize;
-    // SAFETY: a fresh private anonymous mapping, owned by this test.
-    let chunk = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            2 * page,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(chunk, libc::MAP_FAILED);
+    let chunk = anonymous(2 * page, libc::PROT_READ | libc::PROT_WRITE);
     let start = chunk as usize;
     // SAFETY: the pages just mapped read-write.
     let code = unsafe { std::slice::from_raw_parts_mut(chunk.cast::<u8>(), 2 * page) };
@@ -226,18 +247,7 @@ fn staged_code_runs_from_its_file_over_untouched_pages() {
     let dir = tempfile::tempdir().expect("temp dir");
     let files = super::ElfCodeFiles::create(dir.path(), "toyvm").expect("files");
     let page = files.page_size() as usize;
-    // SAFETY: a fresh private anonymous reservation, owned by this test.
-    let chunk = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            2 * page,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(chunk, libc::MAP_FAILED);
+    let chunk = anonymous(2 * page, libc::PROT_NONE);
     let start = chunk as usize;
     let mut staged = vec![0u8; 2 * page];
     staged[page..page + LEN].copy_from_slice(&FORTY_TWO);
