@@ -21,9 +21,12 @@ their trampolines):
    a shorter run instead: see EXPERIMENTS).
 2. CPU time without a profiler (the child's user + system time), T0 as the
    program is and T1 slowed, in N pairs of runs made one after the other.
-   Every run has address-space randomization off (the layout then stays
-   the same from run to run; with it on, the interpreter's speed varied by
-   about 4% between processes).
+   Every run, timed or profiled, has address-space randomization off and
+   a last program argument of random length that the program ignores (the
+   layout pad): the interpreter's speed depends on where its data lands,
+   and with one layout per command line the difference between the two
+   conditions' layouts was a bias of several points (see layout_pad).
+   Drawn for every run, the layouts become noise the runs' spread carries.
 3. Each route profiles K runs of each condition and reports shares: the
    fraction of all the process's samples whose innermost Toy frame is the
    function (or, for line routes, is at the line), pooled over the K runs.
@@ -98,6 +101,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import resource
 import shutil
@@ -117,6 +121,10 @@ TOLERANCE = 3.0  # percentage points
 # unprofiled CPU times; at 250 µs and 1 ms the ratios agree.
 SAMPLE_PERIOD_US = 250
 ADDED = 0.4  # the slowdown adds about this fraction of T0
+# The layout pad's length is drawn from [0, LAYOUT_PAD_BYTES): a page, so
+# the data after it can land at any offset within one.
+LAYOUT_PAD_BYTES = 4096
+PAD_RANDOM = random.Random()
 # Any one command (a run is about a second, a perf report a few) taking
 # longer is a hang: the harness stops and says which command it was.
 RUN_TIMEOUT = 600
@@ -152,12 +160,6 @@ SHORT_ROUTES = ["perf-map", "vmprof", "vmprof-lines"]
 # fail the experiment today, or pass it only by a margin a CI machine can
 # lose. The full harness runs and reports them.
 KNOWN_WRONG = {
-    ("jit", "vmprof-lines"):
-        "in compiled code the spin's shadow puts the slowed line 1.4 to 2.4 points over "
-        "the prediction by every line route (perf's line tables too): an out-of-order "
-        "core runs the code after the spin while the spin retires, and samples find the "
-        "spin; a fence after it cures that line but slows the code after it elsewhere "
-        "(bench/RESULTS.md, 'The spin's shadow')",
     ("no-jit", "vmprof-lines"):
         "the lines mode changes the interpreter's run (T0 4% faster, T1 the same: "
         "bench/observer.py), so the slowed line lands 2 to 4.4 points over the "
@@ -444,6 +446,29 @@ class Comparison:
 # --- one experiment -----------------------------------------------------------
 
 
+def layout_pad():
+    """A last program argument of random length, which the programs ignore,
+    for one run: it moves where the run's data lands (the argument is on
+    the stack and in the heap, and shifts what is allocated after it).
+
+    With address-space randomization off every process of one command line
+    has one layout, and the interpreter's speed depends on it: slowed by
+    `--slow-line=25:900` under vmprof, `other`'s share was 54.6% with a
+    profile path of 9 to 33 characters and 58.3% with one of 41 to 57, three
+    runs each, every run within 0.5 of its group (randomization on did not
+    change that: it moves pages, not where data sits within them). So the
+    command lines of the two conditions, which differ by `--slow-line` (and
+    the profiled runs' by their flags), measured one layout each, and the
+    difference between those layouts became part of the result: the
+    interpreted vmprof route read 3 to 6 points under its prediction, with
+    the code not slowed 10-14% slower in its slowed runs (Mytkowicz et al.,
+    ASPLOS 2009: measurement bias from the environment's size; the cure is
+    theirs too, to randomize the setup). With a pad drawn for every run,
+    each condition samples many layouts, and what layout does is noise that
+    the spread of the runs carries, not a bias."""
+    return ["x" * PAD_RANDOM.randrange(LAYOUT_PAD_BYTES)]
+
+
 def scaled_args(work, toyvm, script, tier, seconds):
     """The program's argument (rounds) for about `seconds` of CPU time."""
     rounds = 4
@@ -485,7 +510,8 @@ class Block:
         self.runs = {route: ([], []) for route in routes}
 
     def command(self, slow):
-        return [self.toyvm, "run"] + TIERS[self.tier] + slow + [self.script] + self.args
+        return ([self.toyvm, "run"] + TIERS[self.tier] + slow + [self.script] + self.args
+                + layout_pad())
 
     def measure(self, pairs, profiles):
         """Adds `pairs` timing pairs (T0 then T1, one after the other) and
@@ -507,9 +533,9 @@ class Block:
             for route in self.routes if due(i, profiles) else []:
                 before, after = self.runs[route]
                 before.append(profile(self.work, self.toyvm, route, self.tier, self.script,
-                                      self.args, []))
+                                      self.args + layout_pad(), []))
                 after.append(profile(self.work, self.toyvm, route, self.tier, self.script,
-                                     self.args, self.slow))
+                                     self.args + layout_pad(), self.slow))
 
     def comparisons(self):
         """What each route must report, against what it did."""
@@ -605,7 +631,7 @@ def main():
     parser.add_argument("--pairs", type=int, default=None,
                         help="timing pairs per experiment and tier (default 8)")
     parser.add_argument("--profiles", type=int, default=None,
-                        help="profiled runs per condition and route (default 2, short 4)")
+                        help="profiled runs per condition and route (default 3, short 4: with the layout pad each run is a layout of its own)")
     parser.add_argument("--routes", default=None)
     parser.add_argument("--tiers", default=None,
                         help="default jit,no-jit; short: jit (the interpreter's CPU time varies "
@@ -621,7 +647,7 @@ def main():
     tiers = (opts.tiers or ("jit" if opts.short else "jit,no-jit")).split(",")
     seconds = opts.seconds or (1.0 if opts.short else 1.2)
     pairs = opts.pairs or 8
-    profiles = opts.profiles or (4 if opts.short else 2)
+    profiles = opts.profiles or (4 if opts.short else 3)
     for r in routes:
         if r not in ROUTES:
             die(f"no route {r} (routes: {', '.join(ROUTES)})")
