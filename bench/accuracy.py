@@ -152,20 +152,20 @@ EXPERIMENTS = {
 SHORT_EXPERIMENTS = ["mix-other"]
 
 TIERS = {"jit": [], "no-jit": ["--no-jit"]}
+# Timing pairs per tier. Over random layouts (layout_pad) the interpreter's
+# T0/T1 spreads by about 0.04-0.07 from pair to pair, the JIT's by 0.005;
+# a slowed line's prediction carries u(T0/T1) = spread / sqrt(pairs) almost
+# whole, so the interpreter takes 48 pairs (u about 0.01, a point) where 8
+# give the JIT 0.002. Pairs are cheap: no profiler, no report.
+TIMING_PAIRS = {"jit": 8, "no-jit": 48}
+# Profiled runs per condition and route, per tier: over random layouts the
+# interpreter's shares differ from run to run by more than sampling makes
+# them, and that spread over sqrt(runs) is their uncertainty; with 3 runs
+# its comparisons had u_c 0.8-2.7 points, with 8 0.4-1.1.
+PROFILED_RUNS = {"jit": 3, "no-jit": 8}
 
 ROUTES = ["perf-map", "jitdump", "jit-elf", "vmprof", "vmprof-lines"]
 SHORT_ROUTES = ["perf-map", "vmprof", "vmprof-lines"]
-
-# Routes and tiers the CI form leaves out (and says so), with why: they
-# fail the experiment today, or pass it only by a margin a CI machine can
-# lose. The full harness runs and reports them.
-KNOWN_WRONG = {
-    ("no-jit", "vmprof-lines"):
-        "the lines mode changes the interpreter's run (T0 4% faster, T1 the same: "
-        "bench/observer.py), so the slowed line lands 2 to 4.4 points over the "
-        "prediction from unprofiled times; from the profiled runs' own times ('own') "
-        "within 1 (bench/RESULTS.md, 'Is the profile right?')",
-}
 
 TOY_FRAME = re.compile(r"toy:(?:jit|jit-osr|interp|jit-entry)[^:]*:([^:]+):")
 SRCLINE = re.compile(r"^\s*(\S+\.toy):(\d+)")
@@ -629,9 +629,10 @@ def main():
     parser.add_argument("--seconds", type=float, default=None,
                         help="CPU seconds per run before the slowdown (default 1.2, short 1.0)")
     parser.add_argument("--pairs", type=int, default=None,
-                        help="timing pairs per experiment and tier (default 8)")
+                        help="timing pairs per experiment and tier (default: TIMING_PAIRS)")
     parser.add_argument("--profiles", type=int, default=None,
-                        help="profiled runs per condition and route (default 3, short 4: with the layout pad each run is a layout of its own)")
+                        help="profiled runs per condition and route (default: PROFILED_RUNS, "
+                             "short 4)")
     parser.add_argument("--routes", default=None)
     parser.add_argument("--tiers", default=None,
                         help="default jit,no-jit; short: jit (the interpreter's CPU time varies "
@@ -646,8 +647,6 @@ def main():
              else SHORT_EXPERIMENTS if opts.short else list(EXPERIMENTS))
     tiers = (opts.tiers or ("jit" if opts.short else "jit,no-jit")).split(",")
     seconds = opts.seconds or (1.0 if opts.short else 1.2)
-    pairs = opts.pairs or 8
-    profiles = opts.profiles or (4 if opts.short else 3)
     for r in routes:
         if r not in ROUTES:
             die(f"no route {r} (routes: {', '.join(ROUTES)})")
@@ -665,11 +664,9 @@ def main():
     try:
         for name in names:
             for tier in tiers:
-                these = [r for r in routes if not (opts.short and (tier, r) in KNOWN_WRONG)]
-                for r in routes:
-                    if r not in these:
-                        print(f"# {name} {tier} {r}: left out: {KNOWN_WRONG[(tier, r)]}")
-                block = Block(work, toyvm, name, EXPERIMENTS[name], tier, these, seconds)
+                block = Block(work, toyvm, name, EXPERIMENTS[name], tier, routes, seconds)
+                pairs = opts.pairs or TIMING_PAIRS[tier]
+                profiles = opts.profiles or (4 if opts.short else PROFILED_RUNS[tier])
                 block.measure(pairs, profiles)
                 comparisons = block.comparisons()
                 # The CI form measures more (twice at most) until sampling

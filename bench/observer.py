@@ -11,9 +11,12 @@ profiler slows the program's own code and the slowdown's loop by the same
 factor. This measures T0, T1 and T0 / T1 for the program as it is and
 under each vmprof mode (`--vmprof`, `--vmprof --vmprof-lines`) at each
 sampling interval, the runs interleaved (a machine that slows down for a
-while slows every mode alike) with address-space randomization off, as
-the harness runs them. An interval of 100000 us (10 samples a second)
-shows what the mode itself does, with next to no signals.
+while slows every mode alike) with address-space randomization off and a
+layout pad drawn for every run, as the harness runs them (without the
+pad, each mode's command line is one layout, and the difference between
+layouts is what this measured: see accuracy.layout_pad). An interval of
+100000 us (10 samples a second) shows what the mode itself does, with
+next to no signals.
 
 A mode whose T0 / T1 is lower than the plain run's by d puts the slowed
 line about d above the prediction made from the plain runs (for a line
@@ -25,8 +28,8 @@ import argparse
 import os
 import statistics
 
-from accuracy import (TIERS, Work, absolute, default_toyvm, same_layout_every_run,
-                      vmprof_flags)
+from accuracy import (TIERS, Work, absolute, default_toyvm, layout_pad,
+                      same_layout_every_run, vmprof_flags)
 
 
 def main():
@@ -55,8 +58,9 @@ def main():
         for _ in range(opts.reps):
             for mode, flags in modes.items():
                 run = [toyvm, "run"] + TIERS[opts.tier] + flags
-                t0 = work.cpu(run + [script] + opts.args)
-                t1 = work.cpu(run + [f"--slow-line={opts.slow}", script] + opts.args)
+                t0 = work.cpu(run + [script] + opts.args + layout_pad())
+                t1 = work.cpu(run + [f"--slow-line={opts.slow}", script] + opts.args
+                              + layout_pad())
                 times[mode].append((t0, t1))
     finally:
         work.close()

@@ -13,9 +13,11 @@
 //! (`bench/RESULTS.md`, "The spin's shadow").
 //!
 //! The JIT tier only: the interpreter's CPU time varies too much between
-//! runs here (spread of T0/T1 0.02-0.04 against 0.01) to judge within 3
-//! points at 1/1000 in a CI's minutes; with `--no-jit` this test failed as
-//! too noisy in 2 of 5 runs. The full harness covers `--no-jit`.
+//! runs to judge within 3 points at 1/1000 in a CI's minutes (its T0/T1
+//! spreads by 0.04-0.07 from pair to pair over the harness's random
+//! layouts, the JIT's by 0.005; with `--no-jit` this test failed as too
+//! noisy in 2 of 5 runs even before the layouts were random). The full
+//! harness covers `--no-jit` with 48 timing pairs.
 //!
 //! The harness computes, for each of its three comparisons, the combined
 //! standard uncertainty u_c of the difference, from the sampling error (the
