@@ -3,7 +3,7 @@
 
 Usage:  bench/accuracy.py [--toyvm PATH] [--short] [--seconds S] [--pairs N]
                           [--profiles K] [--routes R,R...] [--tiers T,T...]
-                          [--experiments E,E...] [--json FILE]
+                          [--experiments E,E...] [--seed N] [--json FILE]
 
 Mytkowicz et al. (PLDI 2010): add a known amount of work in one place and
 check that the profile moves as predicted. `toyvm run --slow-line LINE:NANOS`
@@ -84,7 +84,11 @@ model above, each input a standard uncertainty:
   * so u(pred)^2 = (r u(share0))^2 + ((share0 - phi) u(r))^2 and
     u_c(d)^2 = u(share1)^2 + u(pred)^2,
   and a chance failure of the 3-point bound has probability
-  p = 2 (1 - Phi(3 / u_c)) (the normal approximation: n is thousands).
+  p = 2 (1 - Phi(3 / u_c)) (the normal approximation: right for the
+  binomial part, n is thousands; where the K runs' spread or the N pairs'
+  sets a term, that term has only K - 1 or N - 1 degrees of freedom, and a
+  Student t with the Welch-Satterthwaite degrees of freedom would give a
+  larger p: not done yet, so p is a lower bound there).
 Every comparison must be within 3 points; the sum of the p over all
 comparisons bounds the chance that any of them failed by chance, and is
 printed. With --short (the CI test) it must be under 1/1000: the harness
@@ -153,7 +157,7 @@ SHORT_EXPERIMENTS = ["mix-other"]
 
 TIERS = {"jit": [], "no-jit": ["--no-jit"]}
 # Timing pairs per tier. Over random layouts (layout_pad) the interpreter's
-# T0/T1 spreads by about 0.04-0.07 from pair to pair, the JIT's by 0.005;
+# T0/T1 spreads by about 0.03-0.07 from pair to pair, the JIT's by 0.003-0.01;
 # a slowed line's prediction carries u(T0/T1) = spread / sqrt(pairs) almost
 # whole, so the interpreter takes 48 pairs (u about 0.01, a point) where 8
 # give the JIT 0.002. Pairs are cheap: no profiler, no report.
@@ -203,13 +207,14 @@ class Work:
         return path
 
     def run(self, argv, check=True):
+        shown = " ".join(a if len(a) < 100 else f"<{len(a)}-byte layout pad>" for a in argv)
         try:
             out = subprocess.run(argv, cwd=self.dir, env=self.env, capture_output=True,
                                  text=True, timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
-            die(f"{' '.join(argv)} ran over {RUN_TIMEOUT} s: a hang, not a measurement")
+            die(f"{shown} ran over {RUN_TIMEOUT} s: a hang, not a measurement")
         if check and out.returncode != 0:
-            die(f"{' '.join(argv)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+            die(f"{shown} failed ({out.returncode}):\n{out.stderr[-2000:]}")
         return out
 
     def cpu(self, argv):
@@ -453,10 +458,12 @@ def layout_pad():
 
     With address-space randomization off every process of one command line
     has one layout, and the interpreter's speed depends on it: slowed by
-    `--slow-line=25:900` under vmprof, `other`'s share was 54.6% with a
-    profile path of 9 to 33 characters and 58.3% with one of 41 to 57, three
-    runs each, every run within 0.5 of its group (randomization on did not
-    change that: it moves pages, not where data sits within them). So the
+    `--slow-line=25:900` under vmprof, `other`'s share was 54.5-55.5% with a
+    profile path of 9 to 33 characters and 57.3-58.7% with one of 1 or 41
+    to 57, three runs each (one outlier, 40.8). Randomization on kept the
+    pattern: it moves the stack by a random multiple of 16 bytes and the
+    heap by whole pages, so what decides is where heap data sits within a
+    page, which the copies of the command line's strings move. So the
     command lines of the two conditions, which differ by `--slow-line` (and
     the profiled runs' by their flags), measured one layout each, and the
     difference between those layouts became part of the result: the
@@ -465,7 +472,9 @@ def layout_pad():
     ASPLOS 2009: measurement bias from the environment's size; the cure is
     theirs too, to randomize the setup). With a pad drawn for every run,
     each condition samples many layouts, and what layout does is noise that
-    the spread of the runs carries, not a bias."""
+    the spread of the runs carries, not a bias. The pad moves data only:
+    code layout still differs between the conditions (`--slow-line` adds
+    instructions), which the pad cannot randomize."""
     return ["x" * PAD_RANDOM.randrange(LAYOUT_PAD_BYTES)]
 
 
@@ -587,8 +596,8 @@ class Block:
         (each run's share of samples outside the slowed functions times its
         own CPU time). The prediction assumes 0; a few percent here moves
         the slowed function's share by as many points times its complement
-        (bench/RESULTS.md: interpreted `work` took 7.6% more in slowed vmprof
-        runs once)."""
+        (bench/RESULTS.md: interpreted `work` took 10-14% more in slowed
+        vmprof runs, run after run, before each run got a layout of its own)."""
         if self.spec["lines"] == "all":
             return []
         out = []
@@ -629,10 +638,13 @@ def main():
     parser.add_argument("--seconds", type=float, default=None,
                         help="CPU seconds per run before the slowdown (default 1.2, short 1.0)")
     parser.add_argument("--pairs", type=int, default=None,
-                        help="timing pairs per experiment and tier (default: TIMING_PAIRS)")
+                        help="timing pairs per experiment and tier (default 8 with the JIT, "
+                             "48 with --no-jit)")
     parser.add_argument("--profiles", type=int, default=None,
-                        help="profiled runs per condition and route (default: PROFILED_RUNS, "
-                             "short 4)")
+                        help="profiled runs per condition and route (default 3 with the JIT, "
+                             "8 with --no-jit; --short: 4)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the layout pads (default: a random one, printed)")
     parser.add_argument("--routes", default=None)
     parser.add_argument("--tiers", default=None,
                         help="default jit,no-jit; short: jit (the interpreter's CPU time varies "
@@ -656,6 +668,9 @@ def main():
     if any(not r.startswith("vmprof") for r in routes) and not shutil.which("perf"):
         die("perf is not installed: give --routes vmprof,vmprof-lines")
     same_layout_every_run()
+    seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(1 << 32)
+    PAD_RANDOM.seed(seed)
+    print(f"# layout pads from --seed {seed}")
     work = Work()
     print(f"{'comparison':<36} {'share0':>6} {'pred':>6} {'share1':>6} {'diff':>6} "
           f"{'u_c':>5} {'p_chance':>9} {'own':>6}", flush=True)
@@ -731,10 +746,12 @@ def default_toyvm():
 def same_layout_every_run():
     """Turns address-space randomization off for this process and so for
     every run it starts (personality(2)'s ADDR_NO_RANDOMIZE, inherited
-    across fork and exec): with a random layout the interpreter's speed
-    varied by about 4% from process to process (Mytkowicz et al., ASPLOS
-    2009, on how layout moves performance), noise the prediction would have
-    to carry."""
+    across fork and exec), so that the layout pad alone chooses each run's
+    layout: a run is then reproducible from its command line (the pads come
+    from --seed). Randomization on would add random stack offsets and page
+    placement, which the interpreter's speed also depends on (about 4% from
+    process to process); it did not remove the bias that the pad does
+    (see layout_pad)."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     current = libc.personality(0xFFFFFFFF)

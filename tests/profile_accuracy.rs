@@ -9,13 +9,13 @@
 //! The line route is in since each entry of the line spins for about 0.7
 //! us (was 0.2): the code after the spin runs in its shadow on an
 //! out-of-order core for a fixed time per entry, which put the slowed line
-//! 1.4 to 2.4 points over the prediction at 0.2 us and 0.3 to 0.7 at 0.7
-//! (`bench/RESULTS.md`, "The spin's shadow").
+//! 1.4 to 2.4 points over the prediction at 0.2 us and 0.3 to 1.2 at 0.7
+//! (`bench/RESULTS.md`, "The spin's shadow, closed by longer spins").
 //!
 //! The JIT tier only: the interpreter's CPU time varies too much between
 //! runs to judge within 3 points at 1/1000 in a CI's minutes (its T0/T1
-//! spreads by 0.04-0.07 from pair to pair over the harness's random
-//! layouts, the JIT's by 0.005; with `--no-jit` this test failed as too
+//! spreads by 0.03-0.07 from pair to pair over the harness's random
+//! layouts, the JIT's by 0.003-0.01; with `--no-jit` this test failed as too
 //! noisy in 2 of 5 runs even before the layouts were random). The full
 //! harness covers `--no-jit` with 48 timing pairs.
 //!
@@ -28,7 +28,10 @@
 //! (a bound on a chance failure of the whole test) is 1/1000 or more, and
 //! then fails as too noisy to judge: a pass is a judgement the run had the
 //! samples to make, and a failure a real one with 999 chances in 1,000. Its
-//! output shows every term. The full table (every route, four experiments,
+//! output shows every term. (The normal approximation is right for the
+//! binomial terms; where four runs' or eight pairs' spread sets a term, a
+//! Student t would give a larger chance. The differences seen so far, 0.4
+//! points at most against u_c 0.3-0.45, leave the margin wide either way.) The full table (every route, four experiments,
 //! both tiers, the uniform slowdown) is in `bench/RESULTS.md`.
 
 mod common;
