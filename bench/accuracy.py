@@ -291,6 +291,21 @@ def perf_samples(work, data, srcline):
     return functions, lines
 
 
+def remove_perf_maps(work, data):
+    """Removes `/tmp/perf-PID.map` of every process in perf.data once it has
+    been read: perf needs a map after its process exits, so nothing else
+    removes it, and a harness run would leave hundreds (a later process
+    given the same pid replaces a stale map; a test asserting no map is
+    written must not find one)."""
+    out = work.run(["perf", "script", "-i", data, "-F", "pid"])
+    for pid in set(out.stdout.split()):
+        if pid.isdigit():
+            try:
+                os.unlink(f"/tmp/perf-{pid}.map")
+            except OSError:
+                pass
+
+
 def perf_route(work, toyvm, route, tier, script, args, slow):
     """Profiles one run with perf: (functions, lines) per sample, and the
     run's CPU time by perf's own clock (samples x period: `cpu-clock`
@@ -316,6 +331,7 @@ def perf_route(work, toyvm, route, tier, script, args, slow):
     # Lines only where the route has them: an interpreted sample's leaf is
     # in toyvm's own code, and resolving those runs addr2line for minutes.
     functions, lines = perf_samples(work, data, srcline=route_gives_lines(route, tier))
+    remove_perf_maps(work, data)
     shutil.rmtree(work.path(tag), ignore_errors=True)
     return functions, lines, len(functions) * SAMPLE_PERIOD_US * 1e-6
 

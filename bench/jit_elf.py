@@ -57,6 +57,21 @@ def latency_script(path):
         f.write("}\nprint(t);\n")
 
 
+def run_toyvm(argv):
+    """Runs toyvm, failing on an error; removes the perf map `--perf` wrote
+    (no perf reads it here, and nothing else would remove it)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate()
+    if "--perf" in argv:
+        try:
+            os.unlink(f"/tmp/perf-{proc.pid}.map")
+        except OSError:
+            pass
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, argv, stdout, stderr)
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
 def compile_latency(toyvm, work, runs):
     script = os.path.join(work, "latency.toy")
     latency_script(script)
@@ -64,8 +79,8 @@ def compile_latency(toyvm, work, runs):
     per_mode = {name: [] for name, _ in modes}
     for _ in range(runs):
         for name, flags in modes:
-            out = subprocess.run([toyvm, "run", "--jit-threshold", "2", "--jit-stats"] + flags
-                                 + [script], capture_output=True, text=True, check=True)
+            out = run_toyvm([toyvm, "run", "--jit-threshold", "2", "--jit-stats"] + flags
+                            + [script])
             # Each line is one batch: an OSR variant or a whole function.
             times = [int(m.group(2)) for m in map(STAT.match, out.stderr.splitlines())
                      if m and re.match(r"f\d+\b", m.group(1))]
@@ -103,8 +118,8 @@ def benchmark_latency(toyvm, work, runs):
         per = {name: {} for name, _ in modes}
         for _ in range(runs):
             for name, flags in modes:
-                out = subprocess.run([toyvm, "run", "--jit-threshold", "0", "--jit-stats"] + flags
-                                     + [script, "1"], capture_output=True, text=True, check=True)
+                out = run_toyvm([toyvm, "run", "--jit-threshold", "0", "--jit-stats"] + flags
+                                + [script, "1"])
                 for m in map(STAT.match, out.stderr.splitlines()):
                     if m and "(OSR)" not in m.group(1):
                         per[name].setdefault(m.group(1), []).append(int(m.group(2)))

@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -136,12 +137,30 @@ fn a_directory_at_the_map_path_does_not_stop_the_jit() {
 #[test]
 fn without_perf_no_map_is_written() {
     let work = Work::new("nomap");
-    let (out, pid) = work.run("true", "--jit-threshold 0");
+    // A map at this path may be stale: left by an earlier process that had
+    // this pid (perf needs maps after their process exits, so nothing
+    // removes them; a long test run wraps the pid space). Record its inode
+    // and size before toyvm starts: a map written without `--perf` would
+    // appear, or grow, or be replaced.
+    let (out, pid) = work.run(
+        "stat -c '%i %s' $MAP > before 2>/dev/null || true",
+        "--jit-threshold 0",
+    );
     let map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
-    let exists = map.exists();
-    remove_map(pid);
+    let before = std::fs::read_to_string(work.path("before")).expect("stat output");
+    let after = std::fs::symlink_metadata(&map)
+        .map(|m| format!("{} {}\n", m.ino(), m.len()))
+        .unwrap_or_default();
+    if before.is_empty() {
+        remove_map(pid);
+    }
     assert_ran(&out, "no --perf");
-    assert!(!exists, "{} was written without --perf", map.display());
+    assert_eq!(
+        after,
+        before,
+        "{} was written without --perf (inode and size before and after; empty: absent)",
+        map.display()
+    );
 }
 
 #[test]
