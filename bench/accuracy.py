@@ -82,13 +82,16 @@ model above, each input a standard uncertainty:
     pooled samples and the type A one, the standard deviation of the K
     runs' own shares over sqrt(K);
   * so u(pred)^2 = (r u(share0))^2 + ((share0 - phi) u(r))^2 and
-    u_c(d)^2 = u(share1)^2 + u(pred)^2,
+    u_c(d)^2 = u(share1)^2 + u(pred)^2;
+  * degrees of freedom: a binomial term's are as good as infinite (n is
+    thousands), a term set by the K runs' spread has K - 1, u(r) has N - 1,
+    and the combination has the Welch-Satterthwaite effective degrees of
+    freedom nu = u_c^4 / sum(u_i^4 / nu_i) (TN 1826 and GUM G.4),
   and a chance failure of the 3-point bound has probability
-  p = 2 (1 - Phi(3 / u_c)) (the normal approximation: right for the
-  binomial part, n is thousands; where the K runs' spread or the N pairs'
-  sets a term, that term has only K - 1 or N - 1 degrees of freedom, and a
-  Student t with the Welch-Satterthwaite degrees of freedom would give a
-  larger p: not done yet, so p is a lower bound there).
+  p = P(|t_nu| > 3 / u_c), Student's t with nu degrees of freedom (the
+  normal distribution where every term is binomial). With few runs the
+  t's tails are far heavier: at 3 / u_c = 7, 3e-12 for the normal, 1e-4
+  for nu = 8, 6e-3 for nu = 3.
 Every comparison must be within 3 points; the sum of the p over all
 comparisons bounds the chance that any of them failed by chance, and is
 printed. With --short (the CI test) it must be under 1/1000: the harness
@@ -413,6 +416,65 @@ def phi(z):
     return 0.5 * (1 + math.erf(z / math.sqrt(2)))
 
 
+def beyond(t, dof):
+    """P(|T| > t) for Student's t with `dof` degrees of freedom (any real
+    dof > 0; math.inf: the normal distribution). From the regularized
+    incomplete beta function, P(|T| > t) = I_x(dof/2, 1/2) with
+    x = dof / (dof + t^2)."""
+    if dof > 1e7:
+        # Closer to the normal than 1e-6 of p wherever p matters, and
+        # dof / (dof + t^2) would round to 1.
+        return 2 * (1 - phi(t))
+    # x and 1 - x each computed directly: 1 - x is tiny where dof >> t^2.
+    return incomplete_beta(dof / 2, 0.5, dof / (dof + t * t), t * t / (dof + t * t))
+
+
+def incomplete_beta(a, b, x, y):
+    """The regularized incomplete beta function I_x(a, b), given x and
+    y = 1 - x, by its continued fraction (evaluated with the modified
+    Lentz method), which converges quickly for x < (a + 1) / (a + b + 2);
+    above that, the symmetry I_x(a, b) = 1 - I_y(b, a)."""
+    if x <= 0.0:
+        return 0.0
+    if y <= 0.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - incomplete_beta(b, a, y, x)
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log(y))
+    tiny = 1e-300
+
+    def step(value):
+        return value if abs(value) > tiny else tiny
+
+    # The fraction 1 / (1 + d1 / (1 + d2 / (1 + ...))), with
+    # d(2m+1) = -(a+m)(a+b+m) x / ((a+2m)(a+2m+1)) and
+    # d(2m) = m(b-m) x / ((a+2m-1)(a+2m)).
+    c, d = 1.0, 1.0 / step(1.0 - (a + b) * x / (a + 1))
+    fraction = d
+    for m in range(1, 500):
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        d = 1.0 / step(1.0 + even * d)
+        c = step(1.0 + even / c)
+        fraction *= d * c
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1.0 / step(1.0 + odd * d)
+        c = step(1.0 + odd / c)
+        fraction *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * fraction / a
+
+
+def effective_dof(terms):
+    """The Welch-Satterthwaite degrees of freedom of a sum of independent
+    variance terms, each (standard uncertainty, its degrees of freedom):
+    u_c^4 / sum(u_i^4 / dof_i); a term with infinite dof adds nothing."""
+    total = sum(u * u for u, _ in terms)
+    spread = sum(u ** 4 / dof for u, dof in terms if not math.isinf(dof))
+    return total * total / spread if spread > 0 else math.inf
+
+
 def mean_and_sd(values):
     m = statistics.fmean(values)
     return m, (statistics.stdev(values) if len(values) > 1 else 0.0)
@@ -420,36 +482,45 @@ def mean_and_sd(values):
 
 def pooled_share(runs, key):
     """The share `key` picks of all the samples of `runs` (each a list of
-    functions or of lines, one per sample), pooled, and its standard
-    uncertainty: the larger of the binomial one of the pooled samples and
+    functions or of lines, one per sample), pooled; its standard
+    uncertainty, the larger of the binomial one of the pooled samples and
     the type A one, the spread of the runs' own shares over sqrt(K) (a
     profiled run is a process of its own, and on a busy or virtual machine
-    processes differ more than sampling alone would make them)."""
+    processes differ more than sampling alone would make them); and that
+    uncertainty's degrees of freedom: K - 1 where the spread sets it,
+    infinite where the binomial does (thousands of samples)."""
     n = sum(len(run) for run in runs)
     hits = sum(1 for run in runs for x in run if key(x))
     s = hits / n if n else 0.0
-    u = math.sqrt(max(s * (1 - s), 1e-9) / max(n, 1))
-    if len(runs) > 1:
-        each = [sum(1 for x in run if key(x)) / len(run) for run in runs if run]
-        u = max(u, statistics.stdev(each) / math.sqrt(len(each)))
-    return s, u
+    u, dof = math.sqrt(max(s * (1 - s), 1e-9) / max(n, 1)), math.inf
+    each = [sum(1 for x in run if key(x)) / len(run) for run in runs if run]
+    if len(each) > 1:
+        u_a = statistics.stdev(each) / math.sqrt(len(each))
+        if u_a > u:
+            u, dof = u_a, len(each) - 1
+    return s, u, dof
 
 
 class Comparison:
     """One share a route reports after the slowdown against its prediction
     (see the module docs for the model and its uncertainty)."""
 
-    def __init__(self, what, phi_added, s0, u_s0, s1, u_s1, r, u_r, r_own):
+    def __init__(self, what, phi_added, share0, share1, ratio, r_own):
+        """`share0`, `share1` and `ratio` (T0 / T1) are each (value,
+        standard uncertainty, degrees of freedom)."""
+        (s0, u_s0, dof_s0), (s1, u_s1, dof_s1), (r, u_r, dof_r) = share0, share1, ratio
         self.what = what
         self.share0, self.share1 = s0, s1
         self.predicted = phi_added + (s0 - phi_added) * r
         # The observer check: the same model with T0 / T1 of the profiled
         # runs themselves (see the module docs).
         self.diff_own = s1 - (phi_added + (s0 - phi_added) * r_own)
-        u_pred = math.sqrt((r * u_s0) ** 2 + ((s0 - phi_added) * u_r) ** 2)
-        self.u_c = math.sqrt(u_s1 ** 2 + u_pred ** 2)
+        # The model's sensitivities times each input's uncertainty.
+        terms = [(u_s1, dof_s1), (r * u_s0, dof_s0), ((s0 - phi_added) * u_r, dof_r)]
+        self.u_c = math.sqrt(sum(u * u for u, _ in terms))
+        self.dof = effective_dof(terms)
         self.diff = s1 - self.predicted
-        self.p_chance = 2 * (1 - phi(TOLERANCE / 100 / self.u_c))
+        self.p_chance = beyond(TOLERANCE / 100 / self.u_c, self.dof)
         self.ok = abs(self.diff) * 100 <= TOLERANCE
 
     def row(self):
@@ -461,6 +532,7 @@ class Comparison:
     def as_dict(self):
         return dict(what=self.what, share0=self.share0, predicted=self.predicted,
                     share1=self.share1, diff=self.diff, u_c=self.u_c,
+                    dof=None if math.isinf(self.dof) else self.dof,
                     p_chance=self.p_chance, diff_own=self.diff_own, ok=self.ok)
 
 
@@ -600,10 +672,11 @@ class Block:
                 pick = 0 if kind == "function" else 1
                 runs0 = [run[pick] for run in before]
                 runs1 = [run[pick] for run in after]
-                s0, u_s0 = pooled_share(runs0, lambda x: x == what)
-                s1, u_s1 = pooled_share(runs1, lambda x: x == what)
+                share0 = pooled_share(runs0, lambda x: x == what)
+                share1 = pooled_share(runs1, lambda x: x == what)
                 label = f"{self.name} {tier} {route} " + (f"line {what}" if kind == "line" else what)
-                result.append(Comparison(label, fraction, s0, u_s0, s1, u_s1, r, u_r, r_own))
+                ratio = (r, u_r, len(self.pairs) - 1)
+                result.append(Comparison(label, fraction, share0, share1, ratio, r_own))
         return result
 
     def untouched(self):

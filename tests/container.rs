@@ -2,7 +2,7 @@
 //! running in the same namespace (`unshare --pid --fork --mount-proc`):
 //!
 //! * `--perf`: perf report names compiled Toy code from
-//!   `/tmp/perf-<namespace pid>.map`;
+//!   `/tmp/perf-<namespace pid>.map`, in the namespace's own `/tmp`;
 //! * `--perf-jitdump`: `perf inject --jit` matches `jit-<namespace pid>.dump`
 //!   and its objects name the same code;
 //! * `toyvm profile` works there (it runs perf itself).
@@ -51,7 +51,11 @@ fn perf_in_the_namespace_reads_the_perf_map() {
     let work = Work::new("container-map");
     let (report, stderr) = in_namespace(
         &work,
-        r#"perf record -q -e cpu-clock -o perf.data -- "$TOYVM" run --jit-threshold 0 --perf "$SCRIPT" 20 4000000 > /dev/null
+        r#"# A container's own /tmp, as most have: the map of this namespace's
+           # small pid neither lands in the host's /tmp nor meets another's
+           # (the work directory stays reachable as the current directory).
+           mount -t tmpfs -o mode=1777 toyvm-container-tmp /tmp
+           perf record -q -e cpu-clock -o perf.data -- "$TOYVM" run --jit-threshold 0 --perf "$SCRIPT" 20 4000000 > /dev/null
            # The pids perf saw are the namespace's: the map is perf-<small pid>.map.
            ls /tmp/perf-*.map > /dev/null
            perf report -i perf.data --stdio --sort sym 2>/dev/null"#,

@@ -27,8 +27,11 @@ use common::{ToyRun, toyvm_in};
 /// The speedscope release whose schema the file must match.
 const SPEEDSCOPE: &str = "1.25.0";
 
+/// A fresh directory for one test's files, under Cargo's scratch
+/// directory for integration tests (inside `target/`, so that runs leave
+/// nothing in `/tmp`; the profiles stay there to look at after a failure).
 fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("toyvm-exports-{tag}-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("exports-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir

@@ -23,16 +23,18 @@
 //! standard uncertainty u_c of the difference, from the sampling error (the
 //! larger of the binomial one and the spread of four profiled runs per
 //! condition) and the spread of the CPU times (eight pairs of runs), and
-//! the chance 2 (1 - Phi(3 / u_c)) that this error alone puts it outside 3
-//! points. It measures more (twice at most) while the sum of those chances
-//! (a bound on a chance failure of the whole test) is 1/1000 or more, and
-//! then fails as too noisy to judge: a pass is a judgement the run had the
-//! samples to make, and a failure a real one with 999 chances in 1,000. Its
-//! output shows every term. (The normal approximation is right for the
-//! binomial terms; where four runs' or eight pairs' spread sets a term, a
-//! Student t would give a larger chance. The differences seen so far, 0.4
-//! points at most against u_c 0.3-0.45, leave the margin wide either way.) The full table (every route, four experiments,
-//! both tiers, the uniform slowdown) is in `bench/RESULTS.md`.
+//! the chance that this error alone puts it outside 3 points: Student's t
+//! beyond 3 / u_c with the Welch-Satterthwaite degrees of freedom (a term
+//! set by four runs' spread has three, a binomial one as good as
+//! infinitely many). It measures more (twice at most) while the sum of
+//! those chances (a bound on a chance failure of the whole test) is 1/1000
+//! or more, and then fails as too noisy to judge: a pass is a judgement the
+//! run had the samples to make, and a failure a real one with 999 chances
+//! in 1,000. Its output shows every term. In the runs so far the binomial
+//! terms set u_c (0.3-0.45 points; effective degrees of freedom 40 to
+//! 14,000) and the summed chance was 1e-9 or less. The full table (every
+//! route, four experiments, both tiers, the uniform slowdown) is in
+//! `bench/RESULTS.md`.
 
 mod common;
 

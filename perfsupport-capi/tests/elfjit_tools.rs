@@ -23,7 +23,7 @@ use {
 
 /// The example, or `None` when perf is missing off CI.
 #[cfg(target_arch = "x86_64")]
-fn setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+fn setup(tag: &str) -> Option<(support::Scratch, PathBuf)> {
     if missing("perf", &["--version"]) {
         return None;
     }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use support::{minijit, missing, perf, record_dwarf_and_inject, run_ok, scratch};
 
 /// The mini-JIT, or `None` when a tool is missing off CI.
-fn setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+fn setup(tag: &str) -> Option<(support::Scratch, PathBuf)> {
     if missing("perf", &["--version"]) {
         return None;
     }

@@ -293,10 +293,61 @@ pub fn run_ok(command: &mut Command) -> Output {
     output
 }
 
-/// A scratch directory that does not start with `/tmp/perf-`.
-pub fn scratch(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("capi-{tag}-"))
-        .tempdir()
-        .expect("temp dir")
+/// A scratch directory that does not start with `/tmp/perf-`; see
+/// [`Scratch`].
+pub fn scratch(tag: &str) -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix(&format!("capi-{tag}-"))
+            .tempdir()
+            .expect("temp dir"),
+    )
+}
+
+/// A test's scratch directory. Dropped, it removes the directory and the
+/// perf map (`/tmp/perf-PID.map`) of every process recorded in a
+/// `*.data` file in it: perf needs a map after its process exits, so
+/// nothing else removes them, and the suite would leave a dozen behind.
+pub struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for data in perf_data_files(self.path()) {
+            let Ok(out) = perf(self.path())
+                .args(["script", "-F", "pid", "-i"])
+                .arg(&data)
+                .output()
+            else {
+                continue;
+            };
+            let pids: std::collections::BTreeSet<&str> = std::str::from_utf8(&out.stdout)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            for pid in pids {
+                let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+            }
+        }
+    }
+}
+
+/// The `*.data` files under `dir`, at any depth.
+fn perf_data_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.extend(perf_data_files(&path));
+        } else if path.extension().is_some_and(|e| e == "data") {
+            found.push(path);
+        }
+    }
+    found
 }
