@@ -84,7 +84,10 @@ model above, each input a standard uncertainty:
   * so u(pred)^2 = (r u(share0))^2 + ((share0 - phi) u(r))^2 and
     u_c(d)^2 = u(share1)^2 + u(pred)^2;
   * degrees of freedom: a binomial term's are as good as infinite (n is
-    thousands), a term set by the K runs' spread has K - 1, u(r) has N - 1,
+    thousands), a term set by the K runs' spread has K - 1 (the whole term:
+    conservative, and a step where the spread crosses the binomial; a
+    pooled estimate of the runs' excess spread over a block's shares would
+    give it more: not done), u(r) has N - 1,
     and the combination has the Welch-Satterthwaite effective degrees of
     freedom nu = u_c^4 / sum(u_i^4 / nu_i) (TN 1826 and GUM G.4),
   and a chance failure of the 3-point bound has probability
@@ -300,7 +303,9 @@ def remove_perf_maps(work, data):
     removes it, and a harness run would leave hundreds (a later process
     given the same pid replaces a stale map; a test asserting no map is
     written must not find one)."""
-    out = work.run(["perf", "script", "-i", data, "-F", "pid"])
+    out = work.run(["perf", "script", "-i", data, "-F", "pid"], check=False)
+    # The runs are over, so each pid's map is theirs, unless the pid was
+    # already given to a newer process: rare, and only a map is lost.
     for pid in set(out.stdout.split()):
         if pid.isdigit():
             try:
@@ -422,9 +427,10 @@ def beyond(t, dof):
     incomplete beta function, P(|T| > t) = I_x(dof/2, 1/2) with
     x = dof / (dof + t^2)."""
     if dof > 1e7:
-        # Closer to the normal than 1e-6 of p wherever p matters, and
-        # dof / (dof + t^2) would round to 1.
-        return 2 * (1 - phi(t))
+        # Here lgamma's cancellation in the beta function's front factor
+        # (about dof * 1e-16 relative) would cost more than the t's
+        # difference from the normal (2e-6 of p at t = 3).
+        return math.erfc(t / math.sqrt(2))
     # x and 1 - x each computed directly: 1 - x is tiny where dof >> t^2.
     return incomplete_beta(dof / 2, 0.5, dof / (dof + t * t), t * t / (dof + t * t))
 
@@ -466,12 +472,20 @@ def incomplete_beta(a, b, x, y):
     return math.exp(log_front) * fraction / a
 
 
+def dof_text(dof):
+    """Degrees of freedom as printed: whole, or ">1k" where binomial terms
+    set them (then the normal distribution, near enough)."""
+    return ">1k" if dof > 1000 else f"{dof:.0f}"
+
+
 def effective_dof(terms):
     """The Welch-Satterthwaite degrees of freedom of a sum of independent
     variance terms, each (standard uncertainty, its degrees of freedom):
     u_c^4 / sum(u_i^4 / dof_i); a term with infinite dof adds nothing."""
     total = sum(u * u for u, _ in terms)
-    spread = sum(u ** 4 / dof for u, dof in terms if not math.isinf(dof))
+    # A zero term (one timing pair: no spread, and no degrees of freedom)
+    # adds nothing.
+    spread = sum(u ** 4 / dof for u, dof in terms if u > 0 and dof > 0 and not math.isinf(dof))
     return total * total / spread if spread > 0 else math.inf
 
 
@@ -526,7 +540,7 @@ class Comparison:
     def row(self):
         return (f"{self.what:<36} {100 * self.share0:6.1f} {100 * self.predicted:6.1f} "
                 f"{100 * self.share1:6.1f} {100 * self.diff:+6.1f} {100 * self.u_c:5.2f} "
-                f"{self.p_chance:9.1e} {100 * self.diff_own:+6.1f}  "
+                f"{dof_text(self.dof):>5} {self.p_chance:9.1e} {100 * self.diff_own:+6.1f}  "
                 f"{'ok' if self.ok else 'FAIL'}")
 
     def as_dict(self):
@@ -762,7 +776,7 @@ def main():
     print(f"# layout pads from --seed {seed}")
     work = Work()
     print(f"{'comparison':<36} {'share0':>6} {'pred':>6} {'share1':>6} {'diff':>6} "
-          f"{'u_c':>5} {'p_chance':>9} {'own':>6}", flush=True)
+          f"{'u_c':>5} {'dof':>5} {'p_chance':>9} {'own':>6}", flush=True)
     results = []
     target = 1e-3 / (len(names) * len(tiers))
     try:

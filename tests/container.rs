@@ -52,9 +52,12 @@ fn perf_in_the_namespace_reads_the_perf_map() {
     let (report, stderr) = in_namespace(
         &work,
         r#"# A container's own /tmp, as most have: the map of this namespace's
-           # small pid neither lands in the host's /tmp nor meets another's
-           # (the work directory stays reachable as the current directory).
+           # small pid neither lands in the host's /tmp nor meets another's.
+           # The work directory (under the host's /tmp, still the current
+           # directory) is bound back at its path: PERF_CONFIG names it.
+           work=$PWD
            mount -t tmpfs -o mode=1777 toyvm-container-tmp /tmp
+           mkdir -p "$work" && mount --bind . "$work"
            perf record -q -e cpu-clock -o perf.data -- "$TOYVM" run --jit-threshold 0 --perf "$SCRIPT" 20 4000000 > /dev/null
            # The pids perf saw are the namespace's: the map is perf-<small pid>.map.
            ls /tmp/perf-*.map > /dev/null

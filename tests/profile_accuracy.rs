@@ -30,9 +30,12 @@
 //! those chances (a bound on a chance failure of the whole test) is 1/1000
 //! or more, and then fails as too noisy to judge: a pass is a judgement the
 //! run had the samples to make, and a failure a real one with 999 chances
-//! in 1,000. Its output shows every term. In the runs so far the binomial
-//! terms set u_c (0.3-0.45 points; effective degrees of freedom 40 to
-//! 14,000) and the summed chance was 1e-9 or less. The full table (every
+//! in 1,000. Its output shows every term and the degrees of freedom. In
+//! its runs on 2026-11-29 the binomial terms set u_c (0.3-0.45 points;
+//! effective degrees of freedom 40 to 14,000) and the summed chance was
+//! 3.4e-10 or less; a row whose four runs' spread exceeds the binomial
+//! counts with three degrees of freedom (7e-3 at u_c 0.45, 3e-4 with seven
+//! once it has measured more, 4e-5 with eleven). The full table (every
 //! route, four experiments, both tiers, the uniform slowdown) is in
 //! `bench/RESULTS.md`.
 
