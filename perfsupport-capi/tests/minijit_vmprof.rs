@@ -9,7 +9,9 @@ mod venv;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{cross_target, library_dir, minijit, program, repo_root, run_ok, scratch};
+use support::{
+    cross_target, library_dir, minijit, program, repo_root, run_ok, run_ok_without_map, scratch,
+};
 
 const LEAF: &str = "minijit:leaf:3:minijit.mj";
 const MIDDLE: &str = "minijit:middle:8:minijit.mj";
@@ -20,7 +22,7 @@ const MAIN: &str = "minijit:<main>:1:minijit.c";
 fn profile(dir: &Path) -> Option<PathBuf> {
     let jit = minijit(dir)?;
     let path = dir.join("minijit.prof");
-    run_ok(
+    run_ok_without_map(
         program(jit)
             .current_dir(dir)
             .args(["--perf-map-only", "--rounds", "4000", "--vmprof"])

@@ -293,6 +293,30 @@ pub fn run_ok(command: &mut Command) -> Output {
     output
 }
 
+/// [`run_ok`] for a C program run directly (not under perf, which needs
+/// the map after the run): removes the perf map it wrote, which nobody
+/// reads. Under an emulator the program keeps the runner's pid.
+pub fn run_ok_without_map(command: &mut Command) -> Output {
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let pid = child.id();
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 /// A scratch directory that does not start with `/tmp/perf-`; see
 /// [`Scratch`].
 pub fn scratch(tag: &str) -> Scratch {
