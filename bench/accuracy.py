@@ -417,10 +417,6 @@ def attributed_line(route, tier, line, spec, owner_of):
 # --- statistics ---------------------------------------------------------------
 
 
-def phi(z):
-    return 0.5 * (1 + math.erf(z / math.sqrt(2)))
-
-
 def beyond(t, dof):
     """P(|T| > t) for Student's t with `dof` degrees of freedom (any real
     dof > 0; math.inf: the normal distribution). From the regularized

@@ -283,6 +283,12 @@ pub fn run_ok(command: &mut Command) -> Output {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert_success(command, &output);
+    output
+}
+
+/// Fails with the command and its output unless it exited with 0.
+fn assert_success(command: &Command, output: &Output) {
     assert!(
         output.status.success(),
         "{command:?} failed ({}):\n{}{}",
@@ -290,7 +296,14 @@ pub fn run_ok(command: &mut Command) -> Output {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    output
+}
+
+/// Removes `/tmp/perf-PID.map`, if any. perf needs a map after its process
+/// exits, so nothing else removes it; once the process is over and its map
+/// read, the map is ours to remove (unless the pid already went to a newer
+/// process: rare, and only that map is lost).
+fn remove_perf_map(pid: impl std::fmt::Display) {
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
 
 /// [`run_ok`] for a C program run directly (not under perf, which needs
@@ -306,14 +319,8 @@ pub fn run_ok_without_map(command: &mut Command) -> Output {
     let output = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    remove_perf_map(pid);
+    assert_success(command, &output);
     output
 }
 
@@ -355,9 +362,7 @@ impl Drop for Scratch {
                 .unwrap_or("")
                 .split_whitespace()
                 .collect();
-            for pid in pids {
-                let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
-            }
+            pids.into_iter().for_each(remove_perf_map);
         }
     }
 }
